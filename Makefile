@@ -1,0 +1,29 @@
+# The two commands of the README: `make run` and `make test`.
+# Both create .venv on first use (Python 3.11+, Java 17+ needed for Spark).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+## run: start delayline with an embedded Redis on 127.0.0.1:6390 (ARGS="..." for options)
+run: $(VENV)/.installed
+	$(BIN)/delayline run $(ARGS)
+
+## test: lint, type-check, then every test (real Redis, real local Spark)
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) delayline-data .pytest_cache .mypy_cache .ruff_cache

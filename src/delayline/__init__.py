@@ -1,0 +1,44 @@
+"""delayline: delayed messages for any broker, scheduled on Spark Structured Streaming.
+
+>>> from datetime import timedelta
+>>> from delayline import Client
+>>> client = Client("redis://127.0.0.1:6390/0")
+>>> message_id = client.send("orders.timeout", b"order-42", delay=timedelta(minutes=30))
+>>> client.cancel(message_id)
+True
+"""
+
+from delayline.__about__ import __version__
+from delayline.client import Client
+from delayline.errors import (
+    ConfigurationError,
+    ConnectError,
+    DecodeError,
+    DelaylineError,
+    InvalidMessageIdError,
+    JavaNotFoundError,
+    SchedulerError,
+    TransportError,
+    ValidationError,
+)
+from delayline.model import Cancel, Message
+from delayline.timing import LEVELS_MS
+from delayline.validation import Limits
+
+__all__ = [
+    "LEVELS_MS",
+    "Cancel",
+    "Client",
+    "ConfigurationError",
+    "ConnectError",
+    "DecodeError",
+    "DelaylineError",
+    "InvalidMessageIdError",
+    "JavaNotFoundError",
+    "Limits",
+    "Message",
+    "SchedulerError",
+    "TransportError",
+    "ValidationError",
+    "__version__",
+]

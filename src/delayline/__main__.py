@@ -1,0 +1,3 @@
+from delayline.cli import main
+
+main()

@@ -1,0 +1,74 @@
+"""The one exception tree of delayline.
+
+::
+
+    DelaylineError
+    ├── ValidationError            bad input; ``.field`` and ``.rule`` name what and why
+    │   └── InvalidMessageIdError       an id that delayline did not issue
+    ├── DecodeError                an inbound record that cannot be read
+    ├── ConfigurationError         bad settings, or settings that contradict a checkpoint
+    │   └── JavaNotFoundError      no Java 17+ to run Spark
+    ├── TransportError             Redis (or another broker) failed
+    │   └── ConnectError       it could not be reached at all
+    └── SchedulerError             the Spark query failed or stopped
+
+Foreign exceptions (redis-py, py4j) are translated at the boundary with
+``raise ... from exc``; only the CLI and the HTTP layer turn these into exit or
+status codes.
+"""
+
+from __future__ import annotations
+
+
+class DelaylineError(Exception):
+    """Root of every error delayline raises on purpose."""
+
+
+class ValidationError(DelaylineError, ValueError):
+    """Input broke a rule.
+
+    ``field`` is the name of the offending argument or record field, ``rule`` a
+    short machine-readable rule name (``"max_bytes"``, ``"pattern"``, ...).
+    """
+
+    def __init__(self, field: str, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.rule = rule
+        self.message = message
+
+
+class InvalidMessageIdError(ValidationError):
+    """A string that is not a delayline message id."""
+
+    def __init__(self, message_id: object) -> None:
+        super().__init__(
+            "id",
+            "format",
+            f"not a delayline message id: {message_id!r} "
+            "(expected 26 Crockford base32 characters, as returned by send)",
+        )
+
+
+class DecodeError(DelaylineError):
+    """An inbound stream record could not be decoded into a message or a cancel."""
+
+
+class ConfigurationError(DelaylineError):
+    """Settings are invalid, or differ from the ones a checkpoint was created with."""
+
+
+class JavaNotFoundError(ConfigurationError):
+    """Spark needs Java 17 or newer, and none was found."""
+
+
+class TransportError(DelaylineError):
+    """The message store (Redis) failed to do what was asked."""
+
+
+class ConnectError(TransportError):
+    """The message store could not be reached."""
+
+
+class SchedulerError(DelaylineError):
+    """The scheduling query failed or stopped unexpectedly."""

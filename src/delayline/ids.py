@@ -1,0 +1,73 @@
+"""Message ids: unique, sortable by delivery time, and routable without a lookup.
+
+An id is 26 Crockford base32 characters, laid out like a ULID: the first 10
+encode ``deliver_at_ms`` (48 bits), the last 16 are 80 random bits. Because the
+delivery time is in the id, a cancel (which carries only the id) finds its
+message's time slot and shard by arithmetic alone, and ids sort by when they
+are due.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import zlib
+
+from delayline.errors import InvalidMessageIdError
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_VALUE = {char: index for index, char in enumerate(_ALPHABET)}
+_TIME_CHARS = 10
+_RANDOM_CHARS = 16
+ID_LENGTH = _TIME_CHARS + _RANDOM_CHARS
+
+#: The largest deliver_at_ms an id can carry (48 bits: the year 10889).
+MAX_ID_TIME_MS = (1 << 48) - 1
+
+_ID_PATTERN = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+
+
+def _encode(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        value, digit = divmod(value, 32)
+        chars.append(_ALPHABET[digit])
+    return "".join(reversed(chars))
+
+
+def new_message_id(deliver_at_ms: int) -> str:
+    """Return a fresh id that encodes ``deliver_at_ms`` (epoch ms, 0..2**48-1).
+
+    Raises ValueError if ``deliver_at_ms`` does not fit in 48 bits.
+    """
+    if not 0 <= deliver_at_ms <= MAX_ID_TIME_MS:
+        raise ValueError(f"deliver_at_ms out of range for an id: {deliver_at_ms}")
+    return _encode(deliver_at_ms, _TIME_CHARS) + _encode(
+        secrets.randbits(5 * _RANDOM_CHARS), _RANDOM_CHARS
+    )
+
+
+def is_message_id(value: object) -> bool:
+    """True if ``value`` is a well-formed message id."""
+    return isinstance(value, str) and _ID_PATTERN.fullmatch(value) is not None
+
+
+def deliver_at_ms_of(message_id: str) -> int:
+    """The delivery time (epoch ms) encoded in ``message_id``.
+
+    Raises InvalidMessageIdError if the id is malformed.
+    """
+    if not is_message_id(message_id):
+        raise InvalidMessageIdError(message_id)
+    value = 0
+    for char in message_id[:_TIME_CHARS]:
+        value = value * 32 + _VALUE[char]
+    return value
+
+
+def shard_of(message_id: str, shards: int) -> int:
+    """The shard (0..shards-1) of a message within its time slot.
+
+    A stable hash (CRC-32), so every process and every restart agrees.
+    """
+    return zlib.crc32(message_id.encode("ascii")) % shards

@@ -1,0 +1,206 @@
+"""The message model and the inbound record format (version 1).
+
+An inbound record is one Redis Streams entry on ``delayline:inbound``; every
+value is a byte string. Producers in any language may write it directly::
+
+    v=1 op=send id=<id> topic=<topic> body=<bytes> deliver_at_ms=<int>
+        [key=<str>] [headers=<JSON object of strings>] [sent_at_ms=<int>] [attempt=<int>=1]
+    v=1 op=cancel id=<id> [sent_at_ms=<int>]
+
+The id must be one that :func:`delayline.ids.new_message_id` made for the same
+``deliver_at_ms``. Unknown extra fields are ignored, so later versions can add
+optional fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from delayline import ids
+from delayline.errors import DecodeError, ValidationError
+from delayline.validation import (
+    Limits,
+    check_horizon,
+    decode_headers,
+    encode_headers,
+    resolve_deliver_at_ms,
+    validate_body,
+    validate_headers,
+    validate_key,
+    validate_topic,
+)
+
+#: The record format version this code writes and reads.
+RECORD_VERSION = b"1"
+OP_SEND = b"send"
+OP_CANCEL = b"cancel"
+
+RecordFields = Mapping[bytes, bytes]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message waiting for its delivery time. Times are epoch ms."""
+
+    id: str
+    topic: str
+    body: bytes
+    deliver_at_ms: int
+    sent_at_ms: int
+    key: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    attempt: int = 1
+
+    @classmethod
+    def create(
+        cls,
+        topic: str,
+        body: bytes | str,
+        *,
+        now_ms: int,
+        limits: Limits,
+        delay: timedelta | int | None = None,
+        deliver_at: datetime | int | None = None,
+        level: int | None = None,
+        key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        attempt: int = 1,
+    ) -> Message:
+        """A new, validated message with a fresh id. Raises ValidationError."""
+        deliver_at_ms = resolve_deliver_at_ms(
+            now_ms=now_ms, limits=limits, delay=delay, deliver_at=deliver_at, level=level
+        )
+        return cls(
+            id=ids.new_message_id(deliver_at_ms),
+            topic=validate_topic(topic),
+            body=validate_body(body, limits),
+            deliver_at_ms=deliver_at_ms,
+            sent_at_ms=now_ms,
+            key=validate_key(key),
+            headers=validate_headers(headers, limits),
+            attempt=_positive_int("attempt", attempt),
+        )
+
+    def to_record(self) -> dict[bytes, bytes]:
+        """The inbound stream record (format version 1) of this message."""
+        record = {
+            b"v": RECORD_VERSION,
+            b"op": OP_SEND,
+            b"id": self.id.encode(),
+            b"topic": self.topic.encode(),
+            b"body": self.body,
+            b"deliver_at_ms": str(self.deliver_at_ms).encode(),
+            b"sent_at_ms": str(self.sent_at_ms).encode(),
+            b"attempt": str(self.attempt).encode(),
+        }
+        if self.key is not None:
+            record[b"key"] = self.key.encode()
+        if self.headers:
+            record[b"headers"] = encode_headers(self.headers).encode()
+        return record
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """A request that message ``id`` never be delivered."""
+
+    id: str
+    sent_at_ms: int
+
+    @property
+    def deliver_at_ms(self) -> int:
+        """When the cancelled message is due; a cancel is routed to that slot."""
+        return ids.deliver_at_ms_of(self.id)
+
+    def to_record(self) -> dict[bytes, bytes]:
+        """The inbound stream record (format version 1) of this cancel."""
+        return {
+            b"v": RECORD_VERSION,
+            b"op": OP_CANCEL,
+            b"id": self.id.encode(),
+            b"sent_at_ms": str(self.sent_at_ms).encode(),
+        }
+
+
+def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> Message | Cancel:
+    """Decode and validate one inbound record.
+
+    ``received_ms`` is when the store accepted the record (for Redis, the stream
+    entry id's time); it is "now" for the max-delay rule, so a replayed record
+    gets the same verdict. Raises DecodeError for a malformed record and
+    ValidationError for one that breaks a rule.
+    """
+    version = fields.get(b"v")
+    if version is None:
+        raise DecodeError("missing field 'v' (record format version)")
+    if version != RECORD_VERSION:
+        raise DecodeError(f"unsupported record version {_show(version)}; this scheduler reads 1")
+    op = fields.get(b"op")
+    if op not in (OP_SEND, OP_CANCEL):
+        raise DecodeError(f"unknown op {_show(op)}; expected 'send' or 'cancel'")
+    message_id = _text(fields, "id")
+    if not ids.is_message_id(message_id):
+        raise ValidationError("id", "format", f"not a delayline message id: {message_id!r}")
+    sent_at_ms = _int_field(fields, "sent_at_ms", default=received_ms)
+    if op == OP_CANCEL:
+        return Cancel(id=message_id, sent_at_ms=sent_at_ms)
+
+    deliver_at_ms = _int_field(fields, "deliver_at_ms")
+    if ids.deliver_at_ms_of(message_id) != deliver_at_ms:
+        raise ValidationError(
+            "id", "deliver_at", f"id {message_id} does not encode deliver_at_ms {deliver_at_ms}"
+        )
+    check_horizon(deliver_at_ms, now_ms=received_ms, limits=limits, field="deliver_at_ms")
+    key = fields.get(b"key")
+    return Message(
+        id=message_id,
+        topic=validate_topic(_text(fields, "topic")),
+        body=validate_body(_required(fields, "body"), limits),
+        deliver_at_ms=deliver_at_ms,
+        sent_at_ms=sent_at_ms,
+        key=None if key is None else validate_key(_decode_utf8("key", key)),
+        headers=decode_headers(_decode_utf8("headers", fields.get(b"headers", b"")), limits),
+        attempt=_positive_int("attempt", _int_field(fields, "attempt", default=1)),
+    )
+
+
+def _required(fields: RecordFields, name: str) -> bytes:
+    value = fields.get(name.encode())
+    if value is None:
+        raise DecodeError(f"missing field {name!r}")
+    return value
+
+
+def _decode_utf8(name: str, value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"field {name!r} is not UTF-8") from exc
+
+
+def _text(fields: RecordFields, name: str) -> str:
+    return _decode_utf8(name, _required(fields, name))
+
+
+def _int_field(fields: RecordFields, name: str, default: int | None = None) -> int:
+    raw = fields.get(name.encode())
+    if raw is None:
+        if default is None:
+            raise DecodeError(f"missing field {name!r}")
+        return default
+    try:
+        return int(raw.decode("ascii"), 10)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DecodeError(f"field {name!r} must be a decimal integer, got {_show(raw)}") from exc
+
+
+def _positive_int(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(name, "range", f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _show(raw: bytes | None) -> str:
+    return repr(raw.decode("utf-8", "replace")[:40]) if raw is not None else "(missing)"

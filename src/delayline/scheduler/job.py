@@ -1,0 +1,47 @@
+"""The scheduling query: inbound source -> wheel processor -> delivery sink."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from delayline.scheduler import schemas
+from delayline.scheduler.processor import WheelProcessor
+from delayline.scheduler.settings import SchedulerSettings, pin_settings
+from delayline.scheduler.sink import DeliverySink
+from delayline.scheduler.source import InboundSource
+
+QUERY_NAME = "delayline"
+
+
+def start_query(spark: SparkSession, settings: SchedulerSettings, run_token: str) -> StreamingQuery:
+    """Start the scheduler query on ``spark``; it resumes from the checkpoint if there is one.
+
+    ``run_token`` names this run's pause flag (see ``Scheduler.stop``).
+
+    Raises ConfigurationError if the checkpoint was made with other pinned settings.
+    """
+    pin_settings(settings)
+    spark.dataSource.register(InboundSource)
+    spark.dataSource.register(DeliverySink)
+    options = settings.to_json()
+    inbound = (
+        spark.readStream.format(InboundSource.name())
+        .option("settings", options)
+        .option("run_token", run_token)
+        .load()
+    )
+    due = inbound.groupBy("wheel_key").transformWithState(
+        statefulProcessor=WheelProcessor(settings.fire_lead_ms, settings.cancel_retention_ms),
+        outputStructType=schemas.OUTPUT,
+        outputMode="Append",
+        timeMode="ProcessingTime",
+    )
+    return (
+        due.writeStream.format(DeliverySink.name())
+        .option("settings", options)
+        .option("checkpointLocation", settings.checkpoint_location)
+        .trigger(processingTime=f"{settings.trigger_ms} milliseconds")
+        .queryName(QUERY_NAME)
+        .start()
+    )

@@ -1,0 +1,107 @@
+"""The scheduler's life in this process: start the query, watch it, stop it between batches."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from delayline.errors import DelaylineError, SchedulerError
+from delayline.scheduler.job import start_query
+from delayline.scheduler.session import build_session
+from delayline.scheduler.settings import SchedulerSettings
+from delayline.transports.redis_streams import RedisStreams
+
+
+class Scheduler:
+    """The Spark scheduling query, owned by this process."""
+
+    def __init__(self, settings: SchedulerSettings) -> None:
+        self.settings = settings
+        self._run_token = uuid.uuid4().hex
+        self._spark: SparkSession | None = None
+        self._query: StreamingQuery | None = None
+
+    def start(self) -> None:
+        """Start Spark and the query.
+
+        Raises JavaNotFoundError, ConfigurationError or SchedulerError.
+        """
+        self._spark = build_session(self.settings)
+        try:
+            self._query = start_query(self._spark, self.settings, self._run_token)
+        except (PySparkException, Py4JError) as exc:
+            raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
+
+    def wait_ready(self, timeout_s: float = 300.0) -> None:
+        """Block until the first batch has completed: then deliveries flow at full speed.
+
+        The first batch starts the Python workers and replays overdue timers, so it
+        takes far longer than the rest. Raises SchedulerError if the query dies
+        or ``timeout_s`` passes first.
+        """
+        query = self._running_query()
+        deadline = time.monotonic() + timeout_s
+        while query.lastProgress is None:
+            self.check()
+            if time.monotonic() > deadline:
+                raise SchedulerError(f"the first batch did not complete within {timeout_s:.0f} s")
+            time.sleep(0.1)
+
+    @property
+    def query_id(self) -> str:
+        """The query id, stable across restarts on the same checkpoint."""
+        return str(self._running_query().id)
+
+    def check(self) -> None:
+        """Raise SchedulerError if the query has stopped on its own."""
+        query = self._running_query()
+        if not query.isActive:
+            raise SchedulerError(f"the scheduler query stopped: {_headline(query.exception())}")
+
+    def stop(self, drain_timeout_s: float = 60.0) -> None:
+        """Let the running batch finish, then stop the query and Spark.
+
+        The source holds before planning the next batch (a pause flag in Redis);
+        once it holds, no batch is in flight and stopping loses no work. After
+        ``drain_timeout_s`` the query is stopped anyway: an interrupted batch is
+        replayed, idempotently, at the next start.
+        """
+        query, self._query = self._query, None
+        if query is not None and query.isActive:
+            # If Redis is gone nothing can be written anyway: just stop.
+            with contextlib.suppress(DelaylineError):
+                self._drain(query, drain_timeout_s)
+            query.stop()
+        spark, self._spark = self._spark, None
+        if spark is not None:
+            spark.stop()
+
+    def _drain(self, query: StreamingQuery, timeout_s: float) -> None:
+        streams = RedisStreams.from_url(self.settings.redis_url)
+        try:
+            streams.request_pause(self._run_token, ttl_s=int(timeout_s) + 60)
+            deadline = time.monotonic() + timeout_s
+            while query.isActive and not streams.is_holding(self._run_token):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)
+        finally:
+            streams.close()
+
+    def _running_query(self) -> StreamingQuery:
+        if self._query is None:
+            raise SchedulerError("the scheduler is not started")
+        return self._query
+
+
+def _headline(error: object) -> str:
+    """Spark's error message without the query plan dump that follows it."""
+    if error is None:
+        return "no error reported"
+    return str(error).split("=== Streaming Query ===")[0].strip()

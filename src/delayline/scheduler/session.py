@@ -1,0 +1,95 @@
+"""The Spark session the scheduler runs in: RocksDB state, quiet logs, our Python."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from delayline.errors import JavaNotFoundError
+from delayline.scheduler.settings import SchedulerSettings
+
+_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_INSTALL_HINT = (
+    "install a JRE (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+)
+
+
+def java_major_version(version_output: str) -> int | None:
+    """The major version in ``java -version`` output ("1.8.0_392" is 8), or None."""
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', version_output)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def check_java() -> None:
+    """Raise JavaNotFoundError unless Java 17 or newer is available to Spark."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if java is None or not Path(java).exists():
+        raise JavaNotFoundError(f"Java 17 or newer is needed to run the scheduler: {_INSTALL_HINT}")
+    try:
+        completed = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError as exc:
+        raise JavaNotFoundError(f"cannot run {java} ({exc}): {_INSTALL_HINT}") from exc
+    major = java_major_version(completed.stderr + completed.stdout)
+    if major is None or major < 17:
+        raise JavaNotFoundError(
+            f"{java} is Java {major or 'of unknown version'}; Spark 4 needs 17 or newer: "
+            f"{_INSTALL_HINT}"
+        )
+
+
+#: Two threads, and up to 4 attempts per task: every stage resumes safely.
+LOCAL_MASTER = "local[2,4]"
+
+
+def resolve_master(settings: SchedulerSettings) -> str | None:
+    """The master to set: the configured one, else spark-submit's (None), else LOCAL_MASTER."""
+    if settings.master:
+        return settings.master
+    return None if "PYSPARK_GATEWAY_PORT" in os.environ else LOCAL_MASTER
+
+
+def build_session(settings: SchedulerSettings) -> SparkSession:
+    """Start (or reuse) the Spark session for ``settings.master``.
+
+    Raises JavaNotFoundError before Spark would fail with a Py4J trace.
+    """
+    check_java()
+    # Workers must run this interpreter (the one with delayline installed), not
+    # whatever "python3" is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    master = resolve_master(settings)
+    if master and master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_config = resources.files("delayline.scheduler") / "log4j2.properties"
+    scratch = (settings.data_dir / "spark-tmp").resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.master(master) if master else SparkSession.builder
+    spark = (
+        builder.appName("delayline")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.local.dir", str(scratch))
+        .config("spark.sql.shuffle.partitions", str(settings.state_partitions))
+        .config("spark.sql.streaming.stateStore.providerClass", _ROCKSDB)
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.sql.streaming.stateStore.encodingFormat", "avro")
+        # Each no-data batch adds checkpoint files; keep the tail short.
+        .config("spark.sql.streaming.minBatchesToRetain", "20")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

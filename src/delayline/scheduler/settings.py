@@ -1,0 +1,136 @@
+"""Scheduler settings, and the ones a checkpoint pins for good."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from delayline.errors import ConfigurationError
+from delayline.timing import MAX_SHARDS
+from delayline.transports.redis_streams import DEFAULT_REDIS_URL
+from delayline.validation import Limits
+
+#: Settings that shape the state keys or a batch's output. Changing them under an
+#: existing checkpoint would misroute cancels or break replay, so they are pinned.
+PINNED = ("tick_ms", "shards", "state_partitions", "fire_lead_ms")
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """How the scheduler runs. Times are ms.
+
+    ``tick_ms`` is the width of a wheel slot; ``shards`` splits each slot over
+    that many state keys; ``state_partitions`` is Spark's shuffle partition
+    count; ``trigger_ms`` the micro-batch interval; ``fire_lead_ms`` how early a
+    slot's timer fires (the sink still holds each message until it is due).
+    """
+
+    redis_url: str = DEFAULT_REDIS_URL
+    data_dir: Path = Path("delayline-data")
+    #: Spark master; None means local[2,4], or spark-submit's master under spark-submit.
+    master: str | None = None
+    #: Where Spark keeps offsets and state; any Hadoop URI. None: <data_dir>/checkpoint.
+    checkpoint: str | None = None
+    tick_ms: int = 100
+    shards: int = 4
+    state_partitions: int = 2
+    trigger_ms: int = 250
+    fire_lead_ms: int = 300
+    max_batch_rows: int = 50_000
+    source_partitions: int = 1
+    #: A cancel is kept this long after its slot is due, for a message that arrives late.
+    cancel_retention_ms: int = 3_600_000
+    #: Delivered ids are remembered this long (dedupe by id, and status); 0 turns it off.
+    journal_retention_ms: int = 86_400_000
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        positive = (
+            "tick_ms",
+            "shards",
+            "state_partitions",
+            "trigger_ms",
+            "max_batch_rows",
+            "source_partitions",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("fire_lead_ms", "cancel_retention_ms", "journal_retention_ms"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.shards > MAX_SHARDS:
+            raise ConfigurationError(f"shards must be at most {MAX_SHARDS}, got {self.shards}")
+
+    @property
+    def checkpoint_location(self) -> str:
+        """Spark's checkpoint: offsets, commits and the RocksDB state."""
+        return self.checkpoint or str((self.data_dir / "checkpoint").resolve())
+
+    def to_json(self) -> str:
+        """Serialize, to pass the settings to Spark data sources as an option."""
+        data = asdict(self)
+        data["data_dir"] = str(self.data_dir)
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> SchedulerSettings:
+        """Inverse of :meth:`to_json`."""
+        data: dict[str, Any] = json.loads(text)
+        data["data_dir"] = Path(data["data_dir"])
+        data["limits"] = Limits(**data["limits"])
+        return cls(**data)
+
+    def with_overrides(self, **overrides: Any) -> SchedulerSettings:
+        """A copy with the given fields replaced; None values are ignored."""
+        known = {f.name for f in fields(self)}
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None and k in known})
+
+
+@contextmanager
+def data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``data_dir`` for as long as the block runs.
+
+    Two schedulers on one checkpoint would corrupt it. The kernel drops the
+    lock when the process dies, even by SIGKILL. Raises ConfigurationError if
+    another process holds it.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / ".lock", "w") as lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigurationError(
+                f"another delayline scheduler is running on {data_dir.resolve()}"
+            ) from None
+        yield
+
+
+def pin_settings(settings: SchedulerSettings) -> None:
+    """Record the pinned settings next to the checkpoint, or check them against the record.
+
+    Raises ConfigurationError naming each setting that differs from the one the
+    checkpoint was created with.
+    """
+    path = settings.data_dir / "scheduler.json"
+    current = {name: getattr(settings, name) for name in PINNED}
+    if not path.exists():
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(current, indent=2) + "\n")
+        return
+    recorded = json.loads(path.read_text())
+    changed = [
+        f"{name} {recorded[name]} -> {current[name]}"
+        for name in PINNED
+        if name in recorded and recorded[name] != current[name]
+    ]
+    if changed:
+        raise ConfigurationError(
+            f"the checkpoint in {settings.data_dir} was created with other settings "
+            f"({', '.join(changed)}); use the recorded values or a new --data-dir"
+        )

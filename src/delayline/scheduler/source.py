@@ -1,0 +1,129 @@
+"""A replayable Spark source over the Redis inbound stream (Python Data Source API).
+
+Offsets are stream entry ids (``{"id": "<ms>-<seq>"}``): a batch is exactly the
+entries in ``(start, end]``, so ``XRANGE`` replays it after a crash. Admission
+control caps a batch at ``max_batch_rows`` (``ReadMaxRows``). Once Spark commits
+a batch, its range is trimmed from the stream, so Redis memory does not grow
+with the number of pending messages: they live in the scheduler's state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from delayline.scheduler import schemas
+from delayline.scheduler.records import SourceRow, to_source_row
+from delayline.scheduler.settings import SchedulerSettings
+from delayline.scheduler.task import current_batch_task
+from delayline.transports.redis_streams import RedisStreams
+
+#: The largest sequence number of a stream id: "<ms>-MAX_SEQ" ends millisecond <ms>.
+MAX_SEQ = 2**64 - 1
+START_ID = "0-0"
+
+
+@cache
+def streams_for(url: str) -> RedisStreams:
+    """One connection pool per URL per Python worker (workers are reused across tasks)."""
+    return RedisStreams.from_url(url)
+
+
+def id_order(entry_id: str) -> tuple[int, int]:
+    """A stream entry id as a sortable (ms, seq) pair."""
+    ms, seq = entry_id.split("-")
+    return int(ms), int(seq)
+
+
+@dataclass(frozen=True)
+class InboundRange(InputPartition):
+    """The entries ``after_id < id <= upto_id`` of the inbound stream."""
+
+    after_id: str
+    upto_id: str
+
+
+def split_range(after_id: str, upto_id: str, parts: int) -> list[InboundRange]:
+    """Split ``(after_id, upto_id]`` into up to ``parts`` consecutive ranges by time."""
+    low_ms = int(after_id.split("-")[0])
+    high_ms = int(upto_id.split("-")[0])
+    cuts = sorted({low_ms + (high_ms - low_ms) * k // parts for k in range(1, parts)} - {high_ms})
+    bounds = [after_id, *(f"{ms}-{MAX_SEQ}" for ms in cuts), upto_id]
+    return [InboundRange(lo, hi) for lo, hi in itertools.pairwise(bounds)]
+
+
+class InboundSource(DataSource):
+    """``spark.readStream.format("delayline-inbound").option("settings", json)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "delayline-inbound"
+
+    def schema(self) -> StructType:
+        return schemas.SOURCE
+
+    def streamReader(self, schema: StructType) -> InboundReader:
+        return InboundReader(
+            SchedulerSettings.from_json(self.options["settings"]), self.options["run_token"]
+        )
+
+
+class InboundReader(DataSourceStreamReader):
+    """Plans batches on the driver; ``read`` runs on executors."""
+
+    def __init__(self, settings: SchedulerSettings, run_token: str) -> None:
+        self._settings = settings
+        self._run_token = run_token
+
+    def initialOffset(self) -> dict[str, str]:
+        return {"id": START_ID}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self._settings.max_batch_rows)
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
+        streams = streams_for(self._settings.redis_url)
+        # Called on the stream thread before each batch is planned: holding here
+        # lets the driver stop between batches, with none half done.
+        streams.hold_while_paused(self._run_token)
+        if isinstance(limit, ReadMaxRows):
+            last = streams.inbound_last_id_within(start["id"], limit.max_rows)
+        else:  # ReadAllAvailable: the engine asks for everything, whatever our default
+            last = streams.inbound_last_id()
+        if last is None or id_order(last) <= id_order(start["id"]):
+            return start
+        return {"id": last}
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InboundRange]:
+        if start["id"] == end["id"]:
+            return []
+        return split_range(start["id"], end["id"], self._settings.source_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[SourceRow]:
+        assert isinstance(partition, InboundRange)
+        settings = self._settings
+        streams = streams_for(settings.redis_url)
+        accepted = cancels = 0
+        for entry_id, fields in streams.read_inbound(partition.after_id, partition.upto_id):
+            row = to_source_row(
+                entry_id,
+                fields,
+                limits=settings.limits,
+                tick_ms=settings.tick_ms,
+                shards=settings.shards,
+            )
+            accepted += row[0] == schemas.SEND
+            cancels += row[0] == schemas.CANCEL
+            yield row
+        task = current_batch_task()
+        streams.count_ingest(task.query_id, task.partition, task.batch_id, accepted, cancels)
+
+    def commit(self, end: dict[str, str]) -> None:
+        if end["id"] != START_ID:
+            streams_for(self._settings.redis_url).trim_inbound(end["id"])

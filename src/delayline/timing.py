@@ -1,0 +1,104 @@
+"""Time arithmetic: clocks, delay levels, and the timing wheel's slots.
+
+Everything inside delayline is integer epoch milliseconds; aware datetimes
+exist only at the edges (:func:`to_epoch_ms`, :func:`from_epoch_ms`).
+
+The wheel: a message due at ``deliver_at_ms`` lives in the slot that starts at
+``slot_start_ms(deliver_at_ms, tick_ms)``. A slot is split into ``shards`` so a
+burst due at one instant spreads over several state keys and partitions; each
+(slot, shard) pair is one state key, packed into one integer by
+:func:`wheel_key`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+
+from delayline.errors import ValidationError
+
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
+
+
+def parse_duration_ms(text: str) -> int:
+    """Parse a duration such as ``90s``, ``30m``, ``2h``, ``15d``, ``1h30m`` or ``250ms``.
+
+    Raises ValidationError for anything else (a bare number has no unit: refused).
+    """
+    compact = text.strip().replace(" ", "")
+    parts = _DURATION.findall(compact)
+    if not compact or "".join(number + unit for number, unit in parts) != compact:
+        raise ValidationError(
+            "delay", "duration", f"not a duration: {text!r} (examples: 250ms, 90s, 30m, 2h, 15d)"
+        )
+    return sum(int(number) * _UNIT_MS[unit] for number, unit in parts)
+
+
+#: RocketMQ's ``messageDelayLevel``, verbatim.
+ROCKETMQ_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+#: The delay of each level in ms: level n is LEVELS_MS[n - 1].
+LEVELS_MS: tuple[int, ...] = tuple(map(parse_duration_ms, ROCKETMQ_DELAY_LEVELS.split()))
+
+#: Shards per slot may not exceed this; it is the multiplier in :func:`wheel_key`.
+MAX_SHARDS = 256
+
+#: The pseudo-slot that carries rejected records through the scheduler.
+REJECT_SLOT_MS = -1
+
+
+def now_ms() -> int:
+    """Wall-clock time in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def to_epoch_ms(moment: datetime) -> int:
+    """Epoch ms of an aware datetime.
+
+    Raises ValidationError for a naive datetime, whose meaning depends on the
+    machine's timezone.
+    """
+    if moment.tzinfo is None or moment.tzinfo.utcoffset(moment) is None:
+        raise ValidationError(
+            "deliver_at",
+            "timezone",
+            "deliver_at must be timezone-aware (for example datetime.now(UTC)); "
+            "a naive datetime is ambiguous",
+        )
+    return int(moment.timestamp() * 1000)
+
+
+def from_epoch_ms(epoch_ms: int) -> datetime:
+    """The aware UTC datetime of an epoch-ms timestamp."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+
+
+def level_delay_ms(level: int) -> int:
+    """The delay of RocketMQ level ``level`` (1..18), in ms.
+
+    Raises ValidationError outside 1..18; RocketMQ clamps silently, we refuse.
+    """
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(LEVELS_MS):
+        raise ValidationError(
+            "level",
+            "range",
+            f"level must be an integer from 1 to {len(LEVELS_MS)}, got {level!r}",
+        )
+    return LEVELS_MS[level - 1]
+
+
+def slot_start_ms(deliver_at_ms: int, tick_ms: int) -> int:
+    """Start (epoch ms) of the wheel slot holding a message due at ``deliver_at_ms``."""
+    return deliver_at_ms - deliver_at_ms % tick_ms
+
+
+def wheel_key(slot_ms: int, shard: int) -> int:
+    """Pack (slot start ms, shard) into the single integer Spark groups by."""
+    return slot_ms * MAX_SHARDS + shard
+
+
+def split_wheel_key(key: int) -> tuple[int, int]:
+    """Inverse of :func:`wheel_key`: ``(slot_ms, shard)``."""
+    slot_ms, shard = divmod(key, MAX_SHARDS)
+    return slot_ms, shard

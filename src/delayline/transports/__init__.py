@@ -1,0 +1,1 @@
+"""Where messages are stored and delivered. Redis Streams today; the seam is RedisStreams."""

@@ -1,0 +1,266 @@
+"""The one seam between delayline and Redis.
+
+Everything that talks to Redis (SDK, scheduler source and sink, CLI) goes
+through :class:`RedisStreams`, and redis-py's exceptions are translated here
+into :class:`~delayline.errors.TransportError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from delayline.errors import ConnectError, TransportError
+from delayline.transports import keys, redis_scripts
+
+#: Where ``delayline run`` serves its embedded Redis, and what Client() connects to.
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6390/0"
+
+#: How long sink and ingest markers outlive their last write (7 days, in s).
+MARKER_TTL_S = 7 * 24 * 3600
+
+
+@contextmanager
+def translated_errors(action: str) -> Iterator[None]:
+    """Re-raise redis-py errors as delayline errors, naming what was being done."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise ConnectError(f"cannot {action}: Redis is unreachable ({exc})") from exc
+    except redis.RedisError as exc:
+        raise TransportError(f"cannot {action}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """A due message, bound for its topic stream."""
+
+    topic: str
+    id: str
+    body: bytes
+    key: str
+    headers: str
+    deliver_at_ms: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """A due message that a cancel removed."""
+
+    id: str
+    deliver_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A refused inbound record: its original fields plus reason and times."""
+
+    fields: Sequence[tuple[bytes, bytes]]
+
+
+SinkRow = Deliver | Drop | Reject
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkResult:
+    """What one sink chunk wrote; ``written`` is the marker after it (resume there)."""
+
+    written: int
+    delivered: int
+    duplicates: int
+    dropped: int
+    rejected: int
+
+
+class RedisStreams:
+    """Redis Streams operations of delayline, over one connection pool."""
+
+    def __init__(self, client: redis.Redis[bytes]) -> None:
+        self._redis = client
+        self._last_id_within = client.register_script(redis_scripts.LAST_ID_WITHIN)
+        self._count_ingest = client.register_script(redis_scripts.COUNT_INGEST)
+        self._write_chunk = client.register_script(redis_scripts.WRITE_CHUNK)
+
+    @classmethod
+    def from_url(cls, url: str = DEFAULT_REDIS_URL) -> RedisStreams:
+        """A client for ``url`` (``redis://host:port/db``); it connects on first use.
+
+        Raises ValueError for a malformed URL.
+        """
+        return cls(redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30))
+
+    @property
+    def client(self) -> redis.Redis[bytes]:
+        """The underlying redis-py client, for callers that need a raw command."""
+        return self._redis
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._redis.close()
+
+    def ping(self) -> None:
+        """Raise ConnectError unless Redis answers."""
+        with translated_errors("ping Redis"):
+            self._redis.ping()
+
+    # -- producers ---------------------------------------------------------------------------
+
+    def append_inbound(self, records: Iterable[Mapping[bytes, bytes]]) -> list[str]:
+        """Append records to the inbound stream in one round trip; returns their entry ids."""
+        with translated_errors("append to the inbound stream"):
+            pipe = self._redis.pipeline(transaction=False)
+            for record in records:
+                pipe.xadd(keys.INBOUND, dict(record))
+            return [entry_id.decode() for entry_id in pipe.execute()]
+
+    # -- scheduler source --------------------------------------------------------------------
+
+    def inbound_last_id_within(self, after_id: str, max_rows: int) -> str | None:
+        """The id of the ``max_rows``-th inbound entry after ``after_id``, or the last one."""
+        with translated_errors("read the inbound stream"):
+            entry_id = self._last_id_within(keys=[keys.INBOUND], args=[after_id, max_rows])
+        return entry_id.decode() if entry_id else None
+
+    def inbound_last_id(self) -> str | None:
+        """The id of the newest inbound entry, or None if the stream is empty."""
+        with translated_errors("read the inbound stream"):
+            newest = self._redis.xrevrange(keys.INBOUND, count=1)
+        return newest[0][0].decode() if newest else None
+
+    def read_inbound(
+        self, after_id: str, upto_id: str, page_size: int = 2000
+    ) -> Iterator[tuple[str, dict[bytes, bytes]]]:
+        """Entries with ``after_id < id <= upto_id``, in order, fetched a page at a time."""
+        cursor = "(" + after_id
+        while True:
+            with translated_errors("read the inbound stream"):
+                page = self._redis.xrange(keys.INBOUND, cursor, upto_id, count=page_size)
+            for entry_id, fields in page:
+                yield entry_id.decode(), fields
+            if len(page) < page_size:
+                return
+            cursor = "(" + page[-1][0].decode()
+
+    def trim_inbound(self, upto_id: str) -> None:
+        """Drop inbound entries up to and including ``upto_id``: they are committed."""
+        ms, seq = upto_id.split("-")
+        with translated_errors("trim the inbound stream"):
+            self._redis.xtrim(keys.INBOUND, minid=f"{ms}-{int(seq) + 1}", approximate=False)
+
+    def count_ingest(
+        self, query_id: str, partition: int, batch_id: int, accepted: int, cancels: int
+    ) -> None:
+        """Add a batch's ingest counts to the stats, once per (query, partition, batch)."""
+        with translated_errors("update ingest counters"):
+            self._count_ingest(
+                keys=[keys.ingest_marker(query_id, partition), keys.STATS],
+                args=[batch_id, accepted, cancels, MARKER_TTL_S],
+            )
+
+    # -- graceful stop ----------------------------------------------------------------------
+
+    def request_pause(self, run_token: str, ttl_s: int) -> None:
+        """Ask the run's source to hold before its next batch (for up to ``ttl_s``)."""
+        with translated_errors("request a pause"):
+            self._redis.set(keys.pause(run_token), "requested", ex=ttl_s)
+
+    def hold_while_paused(self, run_token: str, poll_s: float = 0.05) -> None:
+        """Block while a pause is requested, saying "holding" so the driver can stop."""
+        key = keys.pause(run_token)
+        with translated_errors("check for a pause"):
+            while self._redis.get(key) is not None:
+                self._redis.set(key, "holding", xx=True, keepttl=True)
+                time.sleep(poll_s)
+
+    def is_holding(self, run_token: str) -> bool:
+        """True once the source is blocked between batches."""
+        with translated_errors("check for a pause"):
+            return self._redis.get(keys.pause(run_token)) == b"holding"
+
+    # -- scheduler sink ----------------------------------------------------------------------
+
+    def sink_progress(self, query_id: str, partition: int, batch_id: int) -> int:
+        """How many rows of this batch's partition were already written (0 if none)."""
+        with translated_errors("read the sink marker"):
+            batch, written = self._redis.hmget(
+                keys.sink_marker(query_id, partition), ["batch", "written"]
+            )
+        if batch is None or written is None or int(batch) != batch_id:
+            return 0
+        return int(written)
+
+    def write_chunk(
+        self,
+        *,
+        query_id: str,
+        partition: int,
+        batch_id: int,
+        first_row: int,
+        rows: Sequence[SinkRow],
+        delivered_at_ms: int,
+        journal_ttl_s: int,
+    ) -> ChunkResult:
+        """Write rows ``[first_row, first_row + len(rows))`` of a sink partition atomically.
+
+        If another attempt already wrote past ``first_row``, nothing is written
+        and the result's ``written`` says where to resume. Raises TransportError
+        if Redis fails or the chunk would leave a gap.
+        """
+        args: list[Any] = [
+            batch_id,
+            first_row,
+            len(rows),
+            delivered_at_ms,
+            MARKER_TTL_S,
+            journal_ttl_s,
+        ]
+        for row in rows:
+            if isinstance(row, Deliver):
+                args += [
+                    "d",
+                    row.topic,
+                    row.id,
+                    row.body,
+                    row.key,
+                    row.headers,
+                    row.deliver_at_ms,
+                    row.attempt,
+                    keys.journal(row.deliver_at_ms),
+                ]
+            elif isinstance(row, Drop):
+                args += ["x", row.id, keys.journal(row.deliver_at_ms)]
+            else:
+                args += ["r", len(row.fields)]
+                for name, value in row.fields:
+                    args += [name, value]
+        with translated_errors("write deliveries"):
+            counts = self._write_chunk(
+                keys=[
+                    keys.sink_marker(query_id, partition),
+                    keys.STATS,
+                    keys.LATENESS,
+                    keys.REJECTS,
+                ],
+                args=args,
+            )
+        return ChunkResult(*(int(count) for count in counts))
+
+    # -- observation -------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """The scheduler's counters (missing ones are 0)."""
+        with translated_errors("read stats"):
+            raw = self._redis.hgetall(keys.STATS)
+        return {name.decode(): int(value) for name, value in raw.items()}
+
+    def lateness_histogram(self) -> dict[str, int]:
+        """Lateness bucket label -> deliveries counted in it."""
+        with translated_errors("read the lateness histogram"):
+            raw = self._redis.hgetall(keys.LATENESS)
+        return {label.decode(): int(value) for label, value in raw.items()}

@@ -1,0 +1,198 @@
+"""The rules a message must follow, shared by the SDK and the scheduler.
+
+Each check raises :class:`~delayline.errors.ValidationError` naming the field
+and the rule, so the HTTP layer can answer 422 and the scheduler can write the
+reason next to the rejected record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from delayline import timing
+from delayline.errors import ValidationError
+from delayline.ids import MAX_ID_TIME_MS
+
+#: Default largest body, in bytes (1 MiB).
+MAX_BODY_BYTES = 1024 * 1024
+#: Default largest headers object, in bytes of its JSON encoding (16 KiB).
+MAX_HEADERS_BYTES = 16 * 1024
+#: Default furthest delivery time, in ms after sending (2 years of 365 days).
+MAX_DELAY_MS = 2 * 365 * 24 * 3600 * 1000
+#: Keys under this prefix belong to delayline itself; a topic there could loop.
+RESERVED_TOPIC_PREFIX = "delayline:"
+
+_TOPIC_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,249}")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size and time limits. Defaults are the documented ones."""
+
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_headers_bytes: int = MAX_HEADERS_BYTES
+    max_delay_ms: int = MAX_DELAY_MS
+
+
+def validate_topic(topic: object) -> str:
+    """Return ``topic`` if it is 1-249 characters of ``[A-Za-z0-9._:-]``, outside ``delayline:``."""
+    if not isinstance(topic, str) or not _TOPIC_PATTERN.fullmatch(topic):
+        raise ValidationError(
+            "topic",
+            "pattern",
+            f"topic must be 1-249 characters of [A-Za-z0-9._:-], got {topic!r}",
+        )
+    if topic.startswith(RESERVED_TOPIC_PREFIX):
+        raise ValidationError(
+            "topic",
+            "reserved",
+            f"topics starting with {RESERVED_TOPIC_PREFIX!r} are reserved for delayline itself",
+        )
+    return topic
+
+
+def validate_body(body: object, limits: Limits) -> bytes:
+    """Return ``body`` as bytes (str is UTF-8 encoded); refuse other types and oversize."""
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise ValidationError(
+            "body", "type", f"body must be bytes or str, got {type(body).__name__}"
+        )
+    body = bytes(body)
+    if len(body) > limits.max_body_bytes:
+        raise ValidationError(
+            "body",
+            "max_bytes",
+            f"body is {len(body)} bytes, more than the limit of {limits.max_body_bytes}",
+        )
+    return body
+
+
+def validate_key(key: object) -> str | None:
+    """Return ``key`` if it is None or a string of at most 1024 characters."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or len(key) > 1024:
+        raise ValidationError("key", "type", "key must be a string of at most 1024 characters")
+    return key
+
+
+def validate_headers(headers: object, limits: Limits) -> dict[str, str]:
+    """Return ``headers`` as a dict if it is a JSON object of strings within the size limit."""
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in headers.items()
+    ):
+        raise ValidationError(
+            "headers", "type", "headers must be an object mapping strings to strings"
+        )
+    size = len(encode_headers(dict(headers)).encode("utf-8"))
+    if size > limits.max_headers_bytes:
+        raise ValidationError(
+            "headers",
+            "max_bytes",
+            f"headers are {size} bytes as JSON, more than the limit of {limits.max_headers_bytes}",
+        )
+    return dict(headers)
+
+
+def encode_headers(headers: Mapping[str, str]) -> str:
+    """The canonical JSON text of a headers object (compact, key order kept)."""
+    return json.dumps(headers, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_headers(text: str, limits: Limits) -> dict[str, str]:
+    """Parse and validate a headers JSON text. Raises ValidationError."""
+    try:
+        headers = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise ValidationError("headers", "json", f"headers are not valid JSON: {exc}") from exc
+    return validate_headers(headers, limits)
+
+
+def resolve_deliver_at_ms(
+    *,
+    now_ms: int,
+    limits: Limits,
+    delay: timedelta | int | None = None,
+    deliver_at: datetime | int | None = None,
+    level: int | None = None,
+) -> int:
+    """The delivery time (epoch ms) asked for by exactly one of delay, deliver_at, level.
+
+    ``delay`` is a timedelta or ms; ``deliver_at`` an aware datetime or epoch ms;
+    ``level`` a RocketMQ level 1..18. Giving none means "now". Raises
+    ValidationError for more than one, a negative delay, a naive datetime, an
+    unknown level, or a time beyond ``limits.max_delay_ms`` from ``now_ms``.
+    """
+    given = [
+        name
+        for name, value in (("delay", delay), ("deliver_at", deliver_at), ("level", level))
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise ValidationError(
+            given[1],
+            "exclusive",
+            f"use only one of delay, deliver_at or level, not {' and '.join(given)}",
+        )
+    if delay is not None:
+        delay_ms = _delay_ms(delay)
+        deliver_at_ms = now_ms + delay_ms
+        field = "delay"
+    elif deliver_at is not None:
+        deliver_at_ms = _deliver_at_ms(deliver_at)
+        field = "deliver_at"
+    elif level is not None:
+        deliver_at_ms = now_ms + timing.level_delay_ms(level)
+        field = "level"
+    else:
+        return now_ms
+    check_horizon(deliver_at_ms, now_ms=now_ms, limits=limits, field=field)
+    return deliver_at_ms
+
+
+def check_horizon(deliver_at_ms: int, *, now_ms: int, limits: Limits, field: str) -> None:
+    """Refuse a delivery time further than ``limits.max_delay_ms`` after ``now_ms``."""
+    if deliver_at_ms - now_ms > limits.max_delay_ms:
+        raise ValidationError(
+            field,
+            "max_delay",
+            f"delivery is {deliver_at_ms - now_ms} ms away, beyond the maximum delay of "
+            f"{limits.max_delay_ms} ms",
+        )
+    # Ids carry 48 bits of time; nothing outside that can be scheduled.
+    if not 0 <= deliver_at_ms <= MAX_ID_TIME_MS:
+        raise ValidationError(field, "range", f"deliver_at_ms out of range: {deliver_at_ms}")
+
+
+def _delay_ms(delay: timedelta | int) -> int:
+    if isinstance(delay, timedelta):
+        delay_ms = int(delay / timedelta(milliseconds=1))
+    elif isinstance(delay, int) and not isinstance(delay, bool):
+        delay_ms = delay
+    else:
+        raise ValidationError(
+            "delay", "type", f"delay must be a timedelta or integer ms, got {type(delay).__name__}"
+        )
+    if delay_ms < 0:
+        raise ValidationError("delay", "negative", f"delay must not be negative, got {delay_ms} ms")
+    return delay_ms
+
+
+def _deliver_at_ms(deliver_at: datetime | int) -> int:
+    if isinstance(deliver_at, datetime):
+        return timing.to_epoch_ms(deliver_at)
+    if isinstance(deliver_at, int) and not isinstance(deliver_at, bool):
+        return deliver_at
+    raise ValidationError(
+        "deliver_at",
+        "type",
+        f"deliver_at must be an aware datetime or epoch ms, got {type(deliver_at).__name__}",
+    )

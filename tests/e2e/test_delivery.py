@@ -1,0 +1,51 @@
+"""The scheduler end to end: real Redis, real local Spark, the standard workload."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.e2e.harness import (
+    SchedulerProcess,
+    check_exactly_once,
+    send_workload,
+    settled,
+    wait_for,
+)
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def scheduler(redis_url: str, data_dir: Path) -> Iterator[SchedulerProcess]:
+    process = SchedulerProcess(["--redis-url", redis_url, "--data-dir", str(data_dir)])
+    process.start()
+    yield process
+    process.stop_quietly()
+
+
+def test_every_message_exactly_once_none_early_none_cancelled(
+    scheduler: SchedulerProcess, raw_redis: redis.Redis
+) -> None:
+    workload = send_workload(scheduler_url(scheduler))
+    wait_for(lambda: settled(raw_redis, workload), 120, "every message to be settled")
+    # Generous: timing precision belongs to the benchmarks, not to this test.
+    check_exactly_once(raw_redis, workload, max_late_ms=10_000)
+    assert raw_redis.xlen("delayline:inbound") == 0, "committed input was not trimmed"
+    stats = {k.decode(): int(v) for k, v in raw_redis.hgetall("delayline:stats").items()}
+    assert stats["accepted"] == len(workload.messages)
+    assert stats["cancels"] == len(workload.cancelled)
+    assert stats["dropped"] == len(workload.cancelled)
+    assert "pending 0" in scheduler.output or wait_for_line(scheduler, "pending 0")
+
+
+def scheduler_url(process: SchedulerProcess) -> str:
+    return process.args[process.args.index("--redis-url") + 1]
+
+
+def wait_for_line(process: SchedulerProcess, text: str) -> bool:
+    wait_for(lambda: text in process.output, 15, f"a progress line with {text!r}")
+    return True

@@ -1,0 +1,81 @@
+"""``delayline run`` as a user runs it: embedded Redis, Client(), SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from delayline import Client
+from tests.conftest import free_port
+from tests.e2e.harness import SchedulerProcess, wait_for
+
+pytestmark = pytest.mark.spark
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
+    port = free_port()
+    service = SchedulerProcess(["--redis-port", str(port), "--data-dir", str(data_dir)])
+    service.start()
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        assert f"redis     {url} (embedded, AOF everysec)" in service.output
+        client = Client(url)
+        sent_ms = time.time_ns() // 1_000_000
+        message_id = client.send("orders.timeout", b"order-42", delay=1_000)
+        raw = redis.Redis.from_url(url)
+        wait_for(lambda: raw.xlen("orders.timeout") == 1, 30, "the delivery")
+        [(entry_id, fields)] = raw.xrange("orders.timeout")
+        assert fields[b"id"].decode() == message_id
+        assert int(entry_id.split(b"-")[0]) >= sent_ms + 1_000
+        raw.close()
+        client.close()
+        assert (data_dir / "redis" / "appendonly.aof").exists()
+
+        started = time.monotonic()
+        assert service.terminate(timeout_s=60) == 0
+        assert time.monotonic() - started < 60
+        assert "stopped" in service.output
+        assert not port_open(port), "the embedded Redis outlived delayline run"
+    finally:
+        service.stop_quietly()
+
+
+def test_missing_java_is_one_clear_line(data_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(Path(sys.executable).parent)  # the venv's bin: python, no java
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "delayline",
+            "run",
+            "--redis-port",
+            str(free_port()),
+            "--data-dir",
+            str(data_dir),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 2
+    errors = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert errors == [
+        "error: Java 17 or newer is needed to run the scheduler: install a JRE "
+        "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+    ]
+    assert "Traceback" not in completed.stderr + completed.stdout

@@ -1,0 +1,197 @@
+"""The Redis seam against a real server: the sink's exactly-once protocol above all."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from delayline.errors import ConnectError, TransportError
+from delayline.transports import keys
+from delayline.transports.redis_streams import (
+    ChunkResult,
+    Deliver,
+    Drop,
+    RedisStreams,
+    Reject,
+    SinkRow,
+)
+from tests.conftest import free_port
+
+DUE_MS = 1_800_000_000_000
+
+
+@pytest.fixture
+def streams(redis_url: str) -> RedisStreams:
+    return RedisStreams.from_url(redis_url)
+
+
+def deliver(message_id: str, topic: str = "orders", due_ms: int = DUE_MS) -> Deliver:
+    return Deliver(
+        topic=topic,
+        id=message_id,
+        body=b"\x00" + message_id.encode(),
+        key="k",
+        headers='{"h":"v"}',
+        deliver_at_ms=due_ms,
+        attempt=1,
+    )
+
+
+def write(
+    streams: RedisStreams,
+    batch_id: int,
+    first_row: int,
+    rows: list[SinkRow],
+    *,
+    delivered_at_ms: int = DUE_MS + 40,
+    journal_ttl_s: int = 3600,
+) -> ChunkResult:
+    return streams.write_chunk(
+        query_id="q",
+        partition=0,
+        batch_id=batch_id,
+        first_row=first_row,
+        rows=rows,
+        delivered_at_ms=delivered_at_ms,
+        journal_ttl_s=journal_ttl_s,
+    )
+
+
+def test_a_chunk_writes_topic_entries_in_the_documented_format(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    result = write(streams, 0, 0, [deliver("A"), deliver("B", topic="other")])
+    assert (result.delivered, result.duplicates) == (2, 0)
+    [(_, fields)] = raw_redis.xrange("orders")
+    assert fields == {
+        b"id": b"A",
+        b"body": b"\x00A",
+        b"key": b"k",
+        b"headers": b'{"h":"v"}',
+        b"deliver_at_ms": str(DUE_MS).encode(),
+        b"delivered_at_ms": str(DUE_MS + 40).encode(),
+        b"attempt": b"1",
+    }
+    assert raw_redis.xlen("other") == 1
+    assert raw_redis.hget(keys.journal(DUE_MS), "A") == str(DUE_MS + 40).encode()
+    assert 0 < raw_redis.ttl(keys.journal(DUE_MS)) <= 3600
+    assert streams.stats()["delivered"] == 2
+    assert streams.lateness_histogram() == {"50": 2}  # 40 ms late falls in the <=50 bucket
+
+
+def test_a_replayed_batch_resumes_after_the_last_chunk_that_landed(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    rows = [deliver(str(n)) for n in range(5)]
+    write(streams, 7, 0, rows[:2])  # the first attempt wrote two rows, then died
+    assert streams.sink_progress("q", 0, 7) == 2
+    # The replay asks where to resume and writes only the rest.
+    resume = streams.sink_progress("q", 0, 7)
+    write(streams, 7, resume, rows[resume:])
+    assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"0", b"1", b"2", b"3", b"4"]
+    assert streams.stats()["delivered"] == 5
+    assert streams.sink_progress("q", 0, 8) == 0  # the next batch starts from zero
+
+
+def test_a_chunk_behind_the_marker_writes_nothing_and_says_where_to_resume(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    rows = [deliver(str(n)) for n in range(4)]
+    write(streams, 3, 0, rows[:3])  # say, an orphaned worker of a killed run got this far
+    stale = write(streams, 3, 0, rows[:2])  # the replay, which read the marker earlier
+    assert stale == ChunkResult(written=3, delivered=0, duplicates=0, dropped=0, rejected=0)
+    assert write(streams, 3, stale.written, rows[3:]).written == 4
+    assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"0", b"1", b"2", b"3"]
+
+
+def test_a_chunk_that_would_leave_a_gap_is_refused(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    write(streams, 3, 0, [deliver("A")])
+    with pytest.raises(TransportError, match="DELAYLINE_MARKER"):
+        write(streams, 3, 5, [deliver("B")])
+    assert raw_redis.xlen("orders") == 1
+
+
+def test_the_journal_suppresses_a_second_delivery_of_an_id(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    write(streams, 0, 0, [deliver("A")])
+    result = write(streams, 1, 0, [deliver("A"), deliver("B")])  # e.g. a producer's retry
+    assert (result.delivered, result.duplicates) == (1, 1)
+    assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"A", b"B"]
+    assert streams.stats()["duplicates"] == 1
+
+
+def test_without_a_journal_there_is_no_id_dedupe(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    write(streams, 0, 0, [deliver("A")], journal_ttl_s=0)
+    write(streams, 1, 0, [deliver("A")], journal_ttl_s=0)
+    assert raw_redis.xlen("orders") == 2
+    assert raw_redis.exists(keys.journal(DUE_MS)) == 0
+
+
+def test_drops_and_rejects(streams: RedisStreams, raw_redis: redis.Redis) -> None:
+    reject = Reject([(b"op", b"bad"), (b"reason", b"unknown op"), (b"inbound_id", b"1-0")])
+    result = write(streams, 0, 0, [Drop("C", DUE_MS), reject])
+    assert (result.dropped, result.rejected) == (1, 1)
+    assert raw_redis.hget(keys.journal(DUE_MS), "C") == b"cancelled"
+    [(_, fields)] = raw_redis.xrange(keys.REJECTS)
+    assert fields == {b"op": b"bad", b"reason": b"unknown op", b"inbound_id": b"1-0"}
+    assert streams.stats() == {"dropped": 1, "rejected": 1}
+
+
+def test_ingest_counts_are_added_once_per_batch(streams: RedisStreams) -> None:
+    streams.count_ingest("q", 0, 5, accepted=10, cancels=2)
+    streams.count_ingest("q", 0, 5, accepted=10, cancels=2)  # replay of batch 5
+    streams.count_ingest("q", 1, 5, accepted=1, cancels=0)  # another partition
+    streams.count_ingest("q", 0, 6, accepted=3, cancels=0)
+    assert streams.stats() == {"accepted": 14, "cancels": 2}
+
+
+def test_inbound_offsets_reads_and_trim(streams: RedisStreams, raw_redis: redis.Redis) -> None:
+    assert streams.inbound_last_id() is None
+    assert streams.inbound_last_id_within("0-0", 10) is None
+    entry_ids = streams.append_inbound([{b"n": str(n).encode()} for n in range(5)])
+    assert streams.inbound_last_id() == entry_ids[-1]
+    assert streams.inbound_last_id_within("0-0", 3) == entry_ids[2]
+    assert streams.inbound_last_id_within(entry_ids[2], 100) == entry_ids[4]
+    read = list(streams.read_inbound(entry_ids[0], entry_ids[3], page_size=2))
+    assert [entry_id for entry_id, _ in read] == entry_ids[1:4]
+    assert read[0][1] == {b"n": b"1"}
+    streams.trim_inbound(entry_ids[2])
+    assert [e.decode() for e, _ in raw_redis.xrange(keys.INBOUND)] == entry_ids[3:]
+
+
+def test_the_pause_gate_holds_until_the_flag_is_gone(
+    streams: RedisStreams, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    streams.hold_while_paused("run")  # no flag: returns at once
+    streams.request_pause("run", ttl_s=30)
+    released = threading.Event()
+
+    def source() -> None:
+        RedisStreams.from_url(redis_url).hold_while_paused("run")
+        released.set()
+
+    holder = threading.Thread(target=source, daemon=True)
+    holder.start()
+    deadline = time.monotonic() + 10
+    while not streams.is_holding("run"):
+        assert time.monotonic() < deadline, "the source never reported holding"
+        time.sleep(0.01)
+    assert not released.is_set()
+    raw_redis.delete(keys.pause("run"))
+    holder.join(10)
+    assert released.is_set()
+
+
+def test_an_unreachable_redis_is_a_connect_error() -> None:
+    streams = RedisStreams.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    with pytest.raises(ConnectError, match="Redis is unreachable") as caught:
+        streams.append_inbound([{b"a": b"b"}])
+    assert isinstance(caught.value.__cause__, redis.ConnectionError)

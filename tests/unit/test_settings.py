@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from delayline.errors import ConfigurationError
+from delayline.scheduler.session import java_major_version
+from delayline.scheduler.settings import SchedulerSettings, data_dir_lock, pin_settings
+from delayline.validation import Limits
+
+
+def test_settings_round_trip_through_json() -> None:
+    settings = SchedulerSettings(data_dir=Path("/x"), tick_ms=250, limits=Limits(max_body_bytes=9))
+    assert SchedulerSettings.from_json(settings.to_json()) == settings
+
+
+@pytest.mark.parametrize(
+    "bad", [{"tick_ms": 0}, {"shards": 257}, {"fire_lead_ms": -1}, {"state_partitions": 0}]
+)
+def test_bad_settings_are_refused(bad: dict[str, int]) -> None:
+    with pytest.raises(ConfigurationError):
+        SchedulerSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_overrides_ignore_none() -> None:
+    settings = SchedulerSettings().with_overrides(tick_ms=None, shards=8)
+    assert (settings.tick_ms, settings.shards) == (100, 8)
+
+
+def test_pinned_settings_cannot_change_under_a_checkpoint(tmp_path: Path) -> None:
+    pin_settings(SchedulerSettings(data_dir=tmp_path, tick_ms=100))
+    pin_settings(SchedulerSettings(data_dir=tmp_path, tick_ms=100, trigger_ms=999))
+    with pytest.raises(ConfigurationError, match=r"tick_ms 100 -> 200"):
+        pin_settings(SchedulerSettings(data_dir=tmp_path, tick_ms=200))
+
+
+def _try_lock(data_dir: Path, result: multiprocessing.Queue[str]) -> None:
+    try:
+        with data_dir_lock(data_dir):
+            result.put("locked")
+    except ConfigurationError as exc:
+        result.put(str(exc))
+
+
+def test_one_scheduler_per_data_dir(tmp_path: Path) -> None:
+    result: multiprocessing.Queue[str] = multiprocessing.get_context("spawn").Queue()
+    with data_dir_lock(tmp_path):
+        other = multiprocessing.get_context("spawn").Process(
+            target=_try_lock, args=(tmp_path, result)
+        )
+        other.start()
+        other.join(60)
+        assert "another delayline scheduler is running" in result.get(timeout=5)
+    with data_dir_lock(tmp_path):  # released: can be taken again
+        pass
+
+
+@pytest.mark.parametrize(
+    ("output", "major"),
+    [
+        ('openjdk version "17.0.15" 2025-04-15', 17),
+        ('openjdk version "21" 2023-09-19', 21),
+        ('java version "1.8.0_392"', 8),
+        ("nonsense", None),
+    ],
+)
+def test_java_version_parsing(output: str, major: int | None) -> None:
+    assert java_major_version(output) == major
