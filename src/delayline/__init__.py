@@ -9,7 +9,8 @@ True
 """
 
 from delayline.__about__ import __version__
-from delayline.client import Client
+from delayline.async_client import AsyncClient, AsyncDelivery
+from delayline.client import Client, Delivery
 from delayline.errors import (
     ConfigurationError,
     ConnectError,
@@ -22,21 +23,30 @@ from delayline.errors import (
     ValidationError,
 )
 from delayline.model import Cancel, Message
+from delayline.operations import Metrics
+from delayline.retry import RetryPolicy
+from delayline.status import MessageStatus
 from delayline.timing import LEVELS_MS
 from delayline.validation import Limits
 
 __all__ = [
     "LEVELS_MS",
+    "AsyncClient",
+    "AsyncDelivery",
     "Cancel",
     "Client",
     "ConfigurationError",
     "ConnectError",
     "DecodeError",
     "DelaylineError",
+    "Delivery",
     "InvalidMessageIdError",
     "JavaNotFoundError",
     "Limits",
     "Message",
+    "MessageStatus",
+    "Metrics",
+    "RetryPolicy",
     "SchedulerError",
     "TransportError",
     "ValidationError",

@@ -1,26 +1,85 @@
-"""The ``delayline`` command line. Errors print one line and exit non-zero."""
+"""The ``delayline`` command line: one click group over the SDK.
+
+Errors print one line (``error: ...``) and exit 2 for bad input or
+configuration, 1 for anything else; never a traceback.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+import signal
 import sys
+from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import click
 
+from delayline import timing
 from delayline.__about__ import __version__
-from delayline.errors import ConfigurationError, DelaylineError
-from delayline.scheduler.settings import SchedulerSettings
+from delayline.api.server import DEFAULT_API_HOST, DEFAULT_API_PORT
+from delayline.client import Client
+from delayline.delivery import DeliveryBase
+from delayline.errors import ConfigurationError, DelaylineError, ValidationError
+from delayline.metrics import percentile_ms
+from delayline.progress import format_bound
+from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
 from delayline.transports.embedded import DEFAULT_PORT
+from delayline.transports.redis_streams import DEFAULT_REDIS_URL
 
-#: Exit codes: 1 for a runtime failure, 2 for bad usage or configuration.
+#: Exit codes: 1 for a runtime failure, 2 for bad usage, input or configuration.
 EXIT_FAILURE = 1
-EXIT_CONFIG = 2
+EXIT_USAGE = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+redis_url_option = click.option(
+    "--redis-url",
+    envvar="DELAYLINE_REDIS_URL",
+    default=DEFAULT_REDIS_URL,
+    show_default=True,
+    help="The Redis that delayline uses [env: DELAYLINE_REDIS_URL].",
+)
+api_token_option = click.option(
+    "--api-token",
+    envvar="DELAYLINE_API_TOKEN",
+    default=None,
+    help="Require this bearer token on every route but /healthz [env: DELAYLINE_API_TOKEN].",
+)
+
+
+def one_line_errors(command: F) -> F:
+    """Turn delayline errors into one line on stderr and an exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except DelaylineError as exc:
+            click.echo(f"error: {exc}", err=True)
+            usage = isinstance(exc, ValidationError | ConfigurationError)
+            sys.exit(EXIT_USAGE if usage else EXIT_FAILURE)
+
+    return cast(F, wrapper)
+
+
+def fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_FAILURE)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="delayline")
 def main() -> None:
-    """delayline: delayed messages that are durable, cancellable, and never early."""
+    """delayline: delayed messages that are durable, cancellable, and never early.
+
+    \b
+    Example:
+      delayline run                         # embedded Redis, scheduler, HTTP API
+      delayline send orders.timeout order-42 --delay 30m
+    """
 
 
 @main.command()
@@ -36,13 +95,13 @@ def main() -> None:
     type=click.Path(path_type=Path),
     default=Path("delayline-data"),
     show_default=True,
-    help="Redis AOF, Spark checkpoint and state live here.",
+    help="Redis AOF, Spark checkpoint and state.",
 )
 @click.option("--master", default=None, help="Spark master [default: local[2,4]].")
 @click.option(
     "--checkpoint",
     default=None,
-    help="Checkpoint URI (hdfs://, s3a://, file://) [default: <data-dir>/checkpoint].",
+    help="Checkpoint URI (hdfs://, s3a://) [default: <data-dir>/checkpoint].",
 )
 @click.option("--tick-ms", type=int, default=None, help="Wheel slot width [default: 100].")
 @click.option("--shards", type=int, default=None, help="State keys per slot [default: 4].")
@@ -67,6 +126,10 @@ def main() -> None:
     default=None,
     help="Inbound records per batch at most [default: 50000].",
 )
+@click.option("--api-host", default=DEFAULT_API_HOST, show_default=True, help="HTTP API address.")
+@click.option("--api-port", default=DEFAULT_API_PORT, show_default=True, help="HTTP API port.")
+@click.option("--no-api", is_flag=True, help="Do not serve the HTTP API.")
+@api_token_option
 @click.option(
     "--progress-interval",
     type=float,
@@ -74,36 +137,257 @@ def main() -> None:
     show_default=True,
     help="Seconds between progress lines.",
 )
+@one_line_errors
 def run(
     redis_url: str | None,
     redis_port: int,
     data_dir: Path,
+    api_host: str,
+    api_port: int,
+    no_api: bool,
+    api_token: str | None,
     progress_interval: float,
-    **tuning: int | str | None,
+    **tuning: Any,
 ) -> None:
-    """Run the scheduler, with an embedded Redis unless --redis-url is given.
+    """Run the scheduler (and the HTTP API), with an embedded Redis unless --redis-url.
 
     \b
     Example:
       delayline run
       delayline run --redis-url redis://10.0.0.5:6379/0 --data-dir /var/lib/delayline
     """
-    from delayline.service import run_service  # imports Spark; keep --help fast
+    from delayline.api.server import ApiOptions
+    from delayline.scheduler.settings import SchedulerSettings
+    from delayline.service import run_service  # imports Spark; keep the other commands fast
 
-    try:
-        settings = SchedulerSettings(data_dir=data_dir).with_overrides(
-            redis_url=redis_url, **tuning
+    settings = SchedulerSettings(data_dir=data_dir).with_overrides(redis_url=redis_url, **tuning)
+    run_service(
+        settings,
+        embedded_port=None if redis_url else redis_port,
+        api=None if no_api else ApiOptions(api_host, api_port, api_token),
+        progress_interval_s=progress_interval,
+        echo=click.echo,
+    )
+
+
+@main.command()
+@redis_url_option
+@click.option("--host", default=DEFAULT_API_HOST, show_default=True, help="Address to serve on.")
+@click.option("--port", default=DEFAULT_API_PORT, show_default=True, help="Port to serve on.")
+@api_token_option
+@one_line_errors
+def api(redis_url: str, host: str, port: int, api_token: str | None) -> None:
+    """Serve only the HTTP API, for a scheduler that runs elsewhere.
+
+    \b
+    Example:
+      delayline api --redis-url redis://10.0.0.5:6379/0 --host 0.0.0.0
+    """
+    import uvicorn
+
+    from delayline.api.app import create_app
+
+    click.echo(f"http api  http://{host}:{port} over {redis_url}")
+    # uvicorn drains on SIGINT/SIGTERM, then re-raises the signal to the handler
+    # it found; a no-op one lets the command end with status 0 after the drain.
+    for handled in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(handled, lambda *_: None)
+    uvicorn.run(
+        create_app(redis_url, api_token=api_token), host=host, port=port, log_level="warning"
+    )
+    click.echo("stopped")
+
+
+def parse_at(text: str) -> int:
+    """``--at``: epoch ms if all digits, else an RFC 3339 time."""
+    return int(text) if text.isdigit() else timing.parse_time_ms(text)
+
+
+def parse_headers(pairs: tuple[str, ...]) -> dict[str, str]:
+    headers = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValidationError("header", "format", f"--header must be name=value, got {pair!r}")
+        headers[name] = value
+    return headers
+
+
+@main.command()
+@redis_url_option
+@click.argument("topic")
+@click.argument("body", required=False)
+@click.option("--delay", help="How long from now: 90s, 30m, 2h, 15d, 1h30m.")
+@click.option("--at", "at", help="When: RFC 3339 (2026-12-01T09:00:00Z) or epoch ms.")
+@click.option("--level", type=int, help="RocketMQ delay level 1..18 (see `delayline levels`).")
+@click.option("--key", help="The message key.")
+@click.option("--header", "headers", multiple=True, help="name=value; repeat for more.")
+@one_line_errors
+def send(
+    redis_url: str,
+    topic: str,
+    body: str | None,
+    delay: str | None,
+    at: str | None,
+    level: int | None,
+    key: str | None,
+    headers: tuple[str, ...],
+) -> None:
+    """Schedule BODY (or standard input, with - or no BODY) for TOPIC; print the id.
+
+    \b
+    Example:
+      delayline send orders.timeout order-42 --delay 30m
+      delayline send reminders '{"user": 7}' --at 2026-12-01T09:00:00Z --header kind=email
+      echo -n payload | delayline send retry.calls - --level 5
+    """
+    data = sys.stdin.buffer.read() if body is None or body == "-" else body.encode()
+    with Client(redis_url) as client:
+        message_id = client.send(
+            topic,
+            data,
+            delay=None if delay is None else timing.parse_duration_ms(delay),
+            deliver_at=None if at is None else parse_at(at),
+            level=level,
+            key=key,
+            headers=parse_headers(headers),
         )
-        run_service(
-            settings,
-            embedded_port=None if redis_url else redis_port,
-            progress_interval_s=progress_interval,
-            echo=click.echo,
+    click.echo(message_id)
+
+
+@main.command()
+@redis_url_option
+@click.argument("message_id", metavar="ID")
+@one_line_errors
+def cancel(redis_url: str, message_id: str) -> None:
+    """Cancel a pending message.
+
+    \b
+    Example:
+      delayline cancel 01KDVDNA00QZ3X5E4T5M2J8K9R
+    """
+    with Client(redis_url) as client:
+        current = client.status(message_id)
+        if current.state in ("unknown", "delivered", "rejected") or not client.cancel(message_id):
+            fail(f"message {message_id} cannot be cancelled: it is {current.state}")
+    click.echo(f"cancelled {message_id}")
+
+
+@main.command()
+@redis_url_option
+@click.argument("message_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@one_line_errors
+def status(redis_url: str, message_id: str, as_json: bool) -> None:
+    """Show what became of a message: pending, delivered, cancelled, rejected or unknown.
+
+    \b
+    Example:
+      delayline status 01KDVDNA00QZ3X5E4T5M2J8K9R
+    """
+    with Client(redis_url) as client:
+        current = client.status(message_id)
+    if as_json:
+        from delayline.api.schemas import StatusOut
+
+        click.echo(StatusOut.of(current).model_dump_json())
+        return
+    click.echo(f"id            {current.id}")
+    click.echo(f"state         {current.state}")
+    click.echo(f"deliver_at    {timing.format_time(current.deliver_at_ms)}")
+    if current.delivered_at_ms is not None:
+        late_ms = current.delivered_at_ms - current.deliver_at_ms
+        click.echo(
+            f"delivered_at  {timing.format_time(current.delivered_at_ms)} (late {late_ms} ms)"
         )
-    except DelaylineError as exc:
-        _fail(exc)
+    if current.reason:
+        click.echo(f"reason        {current.reason}")
 
 
-def _fail(exc: DelaylineError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(EXIT_CONFIG if isinstance(exc, ConfigurationError) else EXIT_FAILURE)
+def describe(delivery: DeliveryBase) -> str:
+    late_ms = round((delivery.delivered_at - delivery.deliver_at).total_seconds() * 1000)
+    preview = delivery.body[:60].decode("utf-8", "replace").replace("\n", " ")
+    return (
+        f"{timing.format_time(int(delivery.delivered_at.timestamp() * 1000))}  "
+        f"late {late_ms:>6} ms  {delivery.id}  attempt {delivery.attempt}  {preview}"
+    )
+
+
+@main.command()
+@redis_url_option
+@click.argument("topic")
+@click.option("--group", help="Read as this consumer group, acking each delivery.")
+@click.option("--count", type=int, default=None, help="Stop after this many deliveries.")
+@one_line_errors
+def tail(redis_url: str, topic: str, group: str | None, count: int | None) -> None:
+    """Follow TOPIC's deliveries as they arrive, with their lateness.
+
+    Without --group it only watches new entries; with --group it consumes
+    (and acknowledges) as a member of that group.
+
+    \b
+    Example:
+      delayline tail orders.timeout
+      delayline tail orders.timeout --group billing --count 10
+    """
+    with Client(redis_url) as client:
+        if group:
+            for delivery in islice(client.consume(topic, group), count):
+                click.echo(describe(delivery))
+                delivery.ack()
+        else:
+            for watched in islice(client.follow(topic), count):
+                click.echo(describe(watched))
+
+
+@main.command()
+@redis_url_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@one_line_errors
+def stats(redis_url: str, as_json: bool) -> None:
+    """Counts, lateness and scheduler liveness, from the same data as /metrics.
+
+    \b
+    Example:
+      delayline stats
+    """
+    with Client(redis_url) as client:
+        metrics = client.metrics()
+    lateness = {q: percentile_ms(metrics.lateness, q) for q in (0.5, 0.99)}
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "stats": metrics.stats,
+                    "pending": metrics.pending,
+                    "lateness_p50_ms": lateness[0.5],
+                    "lateness_p99_ms": lateness[0.99],
+                    "last_batch_age_ms": metrics.last_batch_age_ms,
+                }
+            )
+        )
+        return
+    for name in ("accepted", "delivered", "dropped", "rejected", "duplicates", "cancels"):
+        label = "cancelled" if name == "dropped" else name
+        click.echo(f"{label:<12}{metrics.stats.get(name, 0):>12,}")
+    click.echo(f"{'pending':<12}{metrics.pending:>12,}")
+    click.echo(f"lateness    p50 {format_bound(lateness[0.5])}  p99 {format_bound(lateness[0.99])}")
+    age = metrics.last_batch_age_ms
+    click.echo(
+        "scheduler   " + ("never ran" if age is None else f"last batch {age / 1000:.1f} s ago")
+    )
+
+
+@main.command()
+def levels() -> None:
+    """Print the RocketMQ delay levels and the default retry schedule.
+
+    \b
+    Example:
+      delayline levels
+    """
+    click.echo("level  delay   retry")
+    retries = len(timing.LEVELS_MS) - len(ROCKETMQ_RETRY_DELAYS_MS)  # levels before retry 1
+    for level, delay_ms in enumerate(timing.LEVELS_MS, start=1):
+        retry = str(level - retries) if level > retries else "-"
+        click.echo(f"{level:>5}  {timing.format_duration(delay_ms):<6}  {retry:>5}")

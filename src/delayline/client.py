@@ -1,32 +1,139 @@
-"""The producer SDK: ``Client.send`` and ``Client.cancel``.
+"""The SDK: produce (send, send_many, cancel), ask (status), and consume.
 
-A send validates the message here, fails fast with a ValidationError, and
-appends one record to the inbound stream; the scheduler takes it from there.
+Every method is a plan from :mod:`delayline.operations` run in one pipelined
+round trip; :mod:`delayline.async_client` runs the same plans with asyncio.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import socket
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
+from typing import Any, TypeVar
 
-from delayline import ids, timing
-from delayline.model import Cancel, Message
+from delayline import operations, timing
+from delayline.delivery import DeliveryBase
+from delayline.errors import ValidationError
+from delayline.model import Message, message_from
+from delayline.operations import Plan
+from delayline.retry import RetryPolicy
+from delayline.status import MessageStatus
 from delayline.transports.redis_streams import DEFAULT_REDIS_URL, RedisStreams
 from delayline.validation import Limits
 
+T = TypeVar("T")
 
-class Client:
-    """A producer connected to the Redis that a delayline scheduler reads.
+#: How long the SDK keeps a cancel request for ``status`` (ms): the scheduler's
+#: default journal retention, so both records age out together.
+DEFAULT_STATUS_RETENTION_MS = 86_400_000
+
+#: Consumer defaults: wait for new entries up to 5 s; reclaim another consumer's
+#: unacknowledged entries after 60 s idle.
+DEFAULT_BLOCK_MS = 5_000
+DEFAULT_BATCH = 100
+DEFAULT_CLAIM_IDLE_MS = 60_000
+
+
+def default_consumer_name() -> str:
+    """``<hostname>-<pid>``: unique per process, stable for its life."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def message_batch(
+    items: Iterable[Mapping[str, Any] | Message], *, now_ms: int, limits: Limits
+) -> list[Message]:
+    """Validate every item before anything is sent; the error names the item's index."""
+    messages = []
+    for index, item in enumerate(items):
+        try:
+            messages.append(message_from(item, now_ms=now_ms, limits=limits))
+        except ValidationError as exc:
+            raise ValidationError(
+                f"messages[{index}].{exc.field}", exc.rule, f"message {index}: {exc.message}"
+            ) from exc
+    return messages
+
+
+class ClientBase:
+    """What Client and AsyncClient share: limits, and the plans behind every method."""
+
+    def __init__(self, *, limits: Limits | None, status_retention_ms: int) -> None:
+        self.limits = limits or Limits()
+        self.status_retention_ms = status_retention_ms
+
+    def _send_plan(self, topic: str, body: bytes | str, **arguments: Any) -> Plan[list[str]]:
+        message = Message.create(
+            topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments
+        )
+        return operations.send([message])
+
+    def _send_many_plan(self, messages: Iterable[Mapping[str, Any] | Message]) -> Plan[list[str]]:
+        batch = message_batch(messages, now_ms=timing.now_ms(), limits=self.limits)
+        return operations.send(batch)
+
+    def _cancel_plan(self, message_id: str) -> Plan[bool]:
+        return operations.cancel(
+            message_id, now_ms=timing.now_ms(), retention_ms=self.status_retention_ms
+        )
+
+    def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
+        return operations.status(message_id, now_ms=timing.now_ms())
+
+    def _metrics_plan(self) -> Plan[operations.Metrics]:
+        return operations.metrics(now_ms=timing.now_ms())
+
+    def _consumer(
+        self,
+        topic: str,
+        group: str,
+        consumer: str | None,
+        batch: int,
+        block_ms: int,
+        claim_idle_ms: int,
+    ) -> operations.Consumer:
+        return operations.Consumer(
+            topic,
+            group,
+            consumer or default_consumer_name(),
+            batch=batch,
+            block_ms=block_ms,
+            claim_idle_ms=claim_idle_ms,
+        )
+
+
+class Client(ClientBase):
+    """A connection to the Redis that a delayline scheduler reads.
 
     ``Client()`` connects to the embedded default, ``redis://127.0.0.1:6390/0``.
-    ``limits`` should match the scheduler's, so that what the client accepts the
-    scheduler accepts too (a record it refuses lands in ``delayline:rejects``).
+    ``limits`` should match the scheduler's, so what the client accepts the
+    scheduler accepts too. Every error raised derives from DelaylineError.
     """
 
-    def __init__(self, url: str = DEFAULT_REDIS_URL, *, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        url: str = DEFAULT_REDIS_URL,
+        *,
+        limits: Limits | None = None,
+        status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
+    ) -> None:
+        super().__init__(limits=limits, status_retention_ms=status_retention_ms)
         self._streams = RedisStreams.from_url(url)
-        self._limits = limits or Limits()
+
+    def _run(self, plan: Plan[T]) -> T:
+        while True:
+            replies = self._streams.execute(
+                plan.commands,
+                action=plan.action,
+                transaction=plan.transaction,
+                errors_ok=plan.errors_ok,
+            )
+            result = plan.parse(replies)
+            if not isinstance(result, Plan):
+                return result
+            plan = result
 
     def send(
         self,
@@ -39,37 +146,93 @@ class Client:
         key: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> str:
-        """Schedule ``body`` for ``topic`` and return the message id.
+        """Schedule ``body`` for ``topic``; returns the message id.
 
         Give at most one of ``delay`` (timedelta or ms), ``deliver_at`` (aware
         datetime or epoch ms) or ``level`` (RocketMQ level 1..18); none means
-        now. Raises ValidationError for bad input and TransportError if Redis
-        fails; nothing is written when it raises ValidationError.
+        now. Raises ValidationError (and writes nothing) for bad input,
+        TransportError if Redis fails.
         """
-        message = Message.create(
-            topic,
-            body,
-            now_ms=timing.now_ms(),
-            limits=self._limits,
-            delay=delay,
-            deliver_at=deliver_at,
-            level=level,
-            key=key,
-            headers=headers,
+        plan = self._send_plan(
+            topic, body, delay=delay, deliver_at=deliver_at, level=level, key=key, headers=headers
         )
-        self._streams.append_inbound([message.to_record()])
-        return message.id
+        return self._run(plan)[0]
+
+    def send_many(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[str]:
+        """Schedule many messages in one pipelined transaction; returns their ids in order.
+
+        Each item is a mapping of :meth:`send`'s arguments or a :class:`Message`.
+        All are validated first: one bad item raises ValidationError naming its
+        index, and nothing is sent.
+        """
+        plan = self._send_many_plan(messages)
+        return self._run(plan) if plan.commands else []
 
     def cancel(self, message_id: str) -> bool:
-        """Record a cancel for ``message_id``; returns True once it is recorded.
+        """Cancel a pending message; True once the cancel is recorded (or already was).
 
-        A cancel that reaches the scheduler before the message is due wins: the
-        message is never delivered, even if the cancel arrived first. Raises
-        InvalidMessageIdError for a malformed id and TransportError if Redis fails.
+        False if the message was already delivered or rejected, or is unknown.
+        The cancel wins if it reaches the scheduler before the message's slot
+        fires. Raises InvalidMessageIdError for a malformed id.
         """
-        ids.deliver_at_ms_of(message_id)  # validates; the scheduler routes by this time
-        self._streams.append_inbound([Cancel(message_id, timing.now_ms()).to_record()])
-        return True
+        return self._run(
+            operations.cancel(
+                message_id, now_ms=timing.now_ms(), retention_ms=self.status_retention_ms
+            )
+        )
+
+    def status(self, message_id: str) -> MessageStatus:
+        """``pending``, ``delivered``, ``cancelled``, ``rejected`` or ``unknown``.
+
+        One round trip, whatever the number of pending messages.
+
+        Delivered and cancelled are remembered for the scheduler's journal
+        retention (1 day by default). Raises InvalidMessageIdError for a
+        malformed id.
+        """
+        return self._run(self._status_plan(message_id))
+
+    def metrics(self) -> operations.Metrics:
+        """The scheduler's counters, lateness and batch-duration histograms, and heartbeat."""
+        return self._run(self._metrics_plan())
+
+    def consume(
+        self,
+        topic: str,
+        group: str,
+        *,
+        consumer: str | None = None,
+        block_ms: int = DEFAULT_BLOCK_MS,
+        batch: int = DEFAULT_BATCH,
+        claim_idle_ms: int = DEFAULT_CLAIM_IDLE_MS,
+        retry_policy: RetryPolicy | None = None,
+    ) -> Iterator[Delivery]:
+        """Yield deliveries of ``topic`` to consumer group ``group``, forever.
+
+        Creates the group if missing (it starts at the beginning of the
+        stream). Entries another consumer left unacknowledged for
+        ``claim_idle_ms`` are reclaimed first (XAUTOCLAIM). Call ``ack``,
+        ``retry_later`` or ``dead_letter`` on each delivery.
+        """
+        plans = self._consumer(topic, group, consumer, batch, block_ms, claim_idle_ms)
+        policy = retry_policy or RetryPolicy()
+        self._run(plans.ensure_group())
+        while True:
+            entries = self._run(plans.claim()) if plans.claim_due() else []
+            for entry in entries or self._run(plans.read()):
+                yield Delivery(entry, policy, self.limits, self)
+
+    def follow(
+        self, topic: str, *, block_ms: int = DEFAULT_BLOCK_MS, batch: int = DEFAULT_BATCH
+    ) -> Iterator[DeliveryBase]:
+        """Yield entries added to ``topic`` from now on, without a consumer group (read-only)."""
+        after_id = "$"
+        policy = RetryPolicy()
+        while True:
+            plan = operations.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
+            for entry in self._run(plan):
+                after_id = entry.entry_id
+                yield DeliveryBase(entry, policy, self.limits)
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -85,3 +248,29 @@ class Client:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class Delivery(DeliveryBase):
+    """A delivered message; settle it with exactly one of the methods below."""
+
+    _client: Client = field(repr=False, compare=False)
+
+    def ack(self) -> None:
+        """Done: the group will not see this entry again."""
+        self._client._run(self._ack_plan())
+
+    def retry_later(
+        self, *, level: int | None = None, delay: timedelta | int | None = None
+    ) -> bool:
+        """Deliver again later, with ``attempt + 1``; ack this entry, atomically.
+
+        The wait is ``level`` or ``delay`` if given, else the retry policy's.
+        Once the policy's retries are used up the message goes to
+        ``<topic>.DLQ`` instead and this returns False.
+        """
+        return self._client._run(self._retry_plan(level, delay))
+
+    def dead_letter(self, reason: str) -> None:
+        """Give up: move the entry to ``<topic>.DLQ`` with ``reason``, and ack it."""
+        self._client._run(self._dead_letter_plan(reason))

@@ -1,25 +1,34 @@
-"""Lateness histogram buckets and percentile estimates (pure).
+"""Histograms kept as Redis hashes, percentile estimates, and the Prometheus text format (pure).
 
-The sink counts every delivery into a bucket of ``delivered_at_ms -
-deliver_at_ms``; the buckets are cumulative-friendly upper bounds so the HTTP
-layer can expose them as a Prometheus histogram unchanged.
+A histogram hash maps each bucket's upper bound in ms (``"+Inf"`` last) to a
+count, plus ``"sum"``, the total of the observed values in ms. The buckets are
+the same for delivery lateness and batch duration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: Upper bounds (ms) of the lateness buckets; a last "+Inf" bucket takes the rest.
-LATENESS_BUCKETS_MS: tuple[int, ...] = tuple(
+#: Upper bounds (ms) of the buckets; a last "+Inf" bucket takes the rest.
+BUCKETS_MS: tuple[int, ...] = tuple(
     int(bound)
     for bound in "1 2 5 10 20 50 100 200 300 500 750 1000 2000 5000 10000 30000 60000".split()  # noqa: SIM905
 )
 INF_BUCKET = "+Inf"
+SUM_FIELD = "sum"
 
 
 def bucket_labels() -> list[str]:
     """Bucket labels in ascending order, ``"+Inf"`` last."""
-    return [str(bound) for bound in LATENESS_BUCKETS_MS] + [INF_BUCKET]
+    return [str(bound) for bound in BUCKETS_MS] + [INF_BUCKET]
+
+
+def bucket_label(value_ms: int) -> str:
+    """The label of the bucket that counts ``value_ms``."""
+    for bound in BUCKETS_MS:
+        if value_ms <= bound:
+            return str(bound)
+    return INF_BUCKET
 
 
 def diff_histogram(newer: Mapping[str, int], older: Mapping[str, int]) -> dict[str, int]:
@@ -38,8 +47,63 @@ def percentile_ms(histogram: Mapping[str, int], fraction: float) -> float | None
         return None
     rank = fraction * total
     seen = 0
-    for bound, label in zip((*LATENESS_BUCKETS_MS, float("inf")), bucket_labels(), strict=True):
+    for bound, label in zip((*BUCKETS_MS, float("inf")), bucket_labels(), strict=True):
         seen += histogram.get(label, 0)
         if seen >= rank:
             return float(bound)
     return float("inf")
+
+
+#: Counters of ``delayline:stats``: name -> (metric name, help).
+COUNTERS = {
+    "accepted": ("delayline_messages_accepted_total", "Sends the scheduler accepted."),
+    "delivered": ("delayline_messages_delivered_total", "Messages written to their topic."),
+    "dropped": ("delayline_messages_cancelled_total", "Messages a cancel removed."),
+    "rejected": ("delayline_records_rejected_total", "Inbound records refused."),
+    "duplicates": ("delayline_duplicates_suppressed_total", "Repeated ids not delivered again."),
+    "cancels": ("delayline_cancels_received_total", "Cancel records the scheduler received."),
+}
+
+
+def render_prometheus(
+    stats: Mapping[str, int],
+    lateness: Mapping[str, int],
+    batch_duration: Mapping[str, int],
+    pending: int,
+) -> str:
+    """The Prometheus text exposition (version 0.0.4) of delayline's metrics."""
+    lines: list[str] = []
+    for name, (metric, help_text) in COUNTERS.items():
+        lines += [
+            f"# HELP {metric} {help_text}",
+            f"# TYPE {metric} counter",
+            f"{metric} {stats.get(name, 0)}",
+        ]
+    lines += [
+        "# HELP delayline_pending_messages Accepted messages not yet delivered or cancelled.",
+        "# TYPE delayline_pending_messages gauge",
+        f"delayline_pending_messages {pending}",
+    ]
+    lines += _histogram(
+        "delayline_lateness_seconds", "delivered_at - deliver_at of each delivery.", lateness
+    )
+    lines += _histogram(
+        "delayline_batch_duration_seconds", "Duration of each scheduler batch.", batch_duration
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _histogram(metric: str, help_text: str, histogram: Mapping[str, int]) -> list[str]:
+    lines = [f"# HELP {metric} {help_text}", f"# TYPE {metric} histogram"]
+    cumulative = 0
+    for bound, label in zip((*BUCKETS_MS, None), bucket_labels(), strict=True):
+        cumulative += histogram.get(label, 0)
+        le = "+Inf" if bound is None else _seconds(bound)
+        lines.append(f'{metric}_bucket{{le="{le}"}} {cumulative}')
+    lines.append(f"{metric}_sum {_seconds(histogram.get(SUM_FIELD, 0))}")
+    lines.append(f"{metric}_count {cumulative}")
+    return lines
+
+
+def _seconds(value_ms: int) -> str:
+    return f"{value_ms / 1000:g}"

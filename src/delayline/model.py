@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from delayline import ids
 from delayline.errors import DecodeError, ValidationError
@@ -122,6 +123,45 @@ class Cancel:
             b"id": self.id.encode(),
             b"sent_at_ms": str(self.sent_at_ms).encode(),
         }
+
+
+#: The keys a mapping given to ``send_many`` (or the HTTP batch) may have.
+SEND_ARGUMENTS = frozenset({"topic", "body", "delay", "deliver_at", "level", "key", "headers"})
+
+
+def message_from(item: Mapping[str, Any] | Message, *, now_ms: int, limits: Limits) -> Message:
+    """A validated message from ``send`` keyword arguments, or a Message checked again.
+
+    Raises ValidationError for an unknown argument or any rule a send must follow.
+    """
+    if isinstance(item, Message):
+        return check_message(item, now_ms=now_ms, limits=limits)
+    if not isinstance(item, Mapping):
+        raise ValidationError("message", "type", "each message must be a mapping or a Message")
+    unknown = sorted(set(item) - SEND_ARGUMENTS)
+    if unknown:
+        raise ValidationError(unknown[0], "unknown", f"unknown argument {unknown[0]!r}")
+    if "topic" not in item or "body" not in item:
+        missing = "topic" if "topic" not in item else "body"
+        raise ValidationError(missing, "required", f"{missing} is required")
+    arguments = {name: value for name, value in item.items() if name not in ("topic", "body")}
+    return Message.create(item["topic"], item["body"], now_ms=now_ms, limits=limits, **arguments)
+
+
+def check_message(message: Message, *, now_ms: int, limits: Limits) -> Message:
+    """``message`` if it follows every rule (it may be hand-made). Raises ValidationError."""
+    encoded_ms = ids.deliver_at_ms_of(message.id) if ids.is_message_id(message.id) else None
+    if encoded_ms != message.deliver_at_ms:
+        raise ValidationError(
+            "id", "deliver_at", "id must be made by new_message_id(deliver_at_ms)"
+        )
+    check_horizon(message.deliver_at_ms, now_ms=now_ms, limits=limits, field="deliver_at")
+    validate_topic(message.topic)
+    validate_body(message.body, limits)
+    validate_key(message.key)
+    validate_headers(message.headers, limits)
+    _positive_int("attempt", message.attempt)
+    return message
 
 
 def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> Message | Cancel:

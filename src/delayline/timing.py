@@ -36,6 +36,14 @@ def parse_duration_ms(text: str) -> int:
     return sum(int(number) * _UNIT_MS[unit] for number, unit in parts)
 
 
+def format_duration(duration_ms: int) -> str:
+    """The shortest exact spelling of a duration (ms): 1500 -> "1500ms", 7200000 -> "2h"."""
+    for unit in ("d", "h", "m", "s"):
+        if duration_ms and duration_ms % _UNIT_MS[unit] == 0:
+            return f"{duration_ms // _UNIT_MS[unit]}{unit}"
+    return f"{duration_ms}ms"
+
+
 #: RocketMQ's ``messageDelayLevel``, verbatim.
 ROCKETMQ_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 #: The delay of each level in ms: level n is LEVELS_MS[n - 1].
@@ -67,6 +75,30 @@ def to_epoch_ms(moment: datetime) -> int:
             "a naive datetime is ambiguous",
         )
     return int(moment.timestamp() * 1000)
+
+
+def parse_time_ms(text: str, field: str = "deliver_at") -> int:
+    """Epoch ms of an RFC 3339 time such as ``2026-12-01T09:00:00Z`` or ``...+08:00``.
+
+    Raises ValidationError naming ``field`` for anything else, including a time
+    without an offset.
+    """
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError(
+            field, "rfc3339", f"not an RFC 3339 time: {text!r} (example: 2026-12-01T09:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise ValidationError(
+            field, "timezone", f"{text!r} has no timezone offset; add Z or +hh:mm"
+        )
+    return int(moment.timestamp() * 1000)
+
+
+def format_time(epoch_ms: int) -> str:
+    """RFC 3339 in UTC with milliseconds: ``2026-12-01T09:00:00.000Z``."""
+    return from_epoch_ms(epoch_ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def from_epoch_ms(epoch_ms: int) -> datetime:

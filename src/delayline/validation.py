@@ -143,7 +143,7 @@ def resolve_deliver_at_ms(
             f"use only one of delay, deliver_at or level, not {' and '.join(given)}",
         )
     if delay is not None:
-        delay_ms = _delay_ms(delay)
+        delay_ms = delay_ms_of(delay)
         deliver_at_ms = now_ms + delay_ms
         field = "delay"
     elif deliver_at is not None:
@@ -172,7 +172,8 @@ def check_horizon(deliver_at_ms: int, *, now_ms: int, limits: Limits, field: str
         raise ValidationError(field, "range", f"deliver_at_ms out of range: {deliver_at_ms}")
 
 
-def _delay_ms(delay: timedelta | int) -> int:
+def delay_ms_of(delay: timedelta | int) -> int:
+    """A delay given as a timedelta or integer ms, in ms. Raises ValidationError if negative."""
     if isinstance(delay, timedelta):
         delay_ms = int(delay / timedelta(milliseconds=1))
     elif isinstance(delay, int) and not isinstance(delay, bool):

@@ -17,19 +17,26 @@ import redis
 from delayline import ids, timing
 from delayline.model import Cancel, Message
 from delayline.transports import keys
-from delayline.transports.redis_streams import RedisStreams
 from delayline.validation import Limits
 
 #: Spark's first start in a fresh process takes 10-30 s on a 2-core machine.
 START_TIMEOUT_S = 180.0
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail the test after ``timeout_s``."""
+def wait_for(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    logs: Sequence[SchedulerProcess] = (),
+) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout_s`` with the schedulers' logs."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+            tails = "".join(
+                f"\n--- scheduler {n} ---\n{p.output[-4000:]}" for n, p in enumerate(logs)
+            )
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}{tails}")
         time.sleep(0.1)
 
 
@@ -127,7 +134,7 @@ def send_workload(
     the message is sent), and ``malformed`` raw records of every kind of wrong.
     """
     rng = random.Random(seed)
-    streams = RedisStreams.from_url(redis_url)
+    raw = redis.Redis.from_url(redis_url)
     limits = Limits()
     now = timing.now_ms()
     burst_at_ms = now + max_delay_ms // 2
@@ -158,9 +165,11 @@ def send_workload(
             workload.cancelled.add(message.id)
     workload.malformed = bad_records(malformed, now)
     records[len(records) // 2 : len(records) // 2] = workload.malformed
-    for start in range(0, len(records), 500):
-        streams.append_inbound(records[start : start + 500])
-    streams.close()
+    pipe = raw.pipeline(transaction=False)
+    for record in records:
+        pipe.xadd(keys.INBOUND, dict(record))  # type: ignore[arg-type]
+    pipe.execute()
+    raw.close()
     return workload
 
 

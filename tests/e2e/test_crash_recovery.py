@@ -28,7 +28,7 @@ def test_exactly_once_across_two_kills(
     try:
         workload = send_workload(redis_url, max_delay_ms=20_000)
         # Kill while deliveries are flowing, so batches die half written.
-        wait_for(lambda: len(arrivals(raw_redis)) >= 200, 60, "the first deliveries")
+        wait_for(lambda: len(arrivals(raw_redis)) >= 200, 60, "the first deliveries", [first])
         first.kill()
         delivered_before_restart = len(arrivals(raw_redis))
 
@@ -38,12 +38,18 @@ def test_exactly_once_across_two_kills(
             lambda: len(arrivals(raw_redis)) >= delivered_before_restart + 200,
             90,
             "deliveries after the first restart",
+            [first, second],
         )
         second.kill()
 
         third = SchedulerProcess(args)
         third.start()
-        wait_for(lambda: settled(raw_redis, workload), 180, "every message to be settled")
+        wait_for(
+            lambda: settled(raw_redis, workload),
+            180,
+            "every message to be settled",
+            [first, second, third],
+        )
         # Downtime makes messages late; what must hold is once, never early, none lost.
         check_exactly_once(raw_redis, workload, max_late_ms=None)
         third.stop_quietly()

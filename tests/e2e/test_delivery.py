@@ -31,7 +31,7 @@ def test_every_message_exactly_once_none_early_none_cancelled(
     scheduler: SchedulerProcess, raw_redis: redis.Redis
 ) -> None:
     workload = send_workload(scheduler_url(scheduler))
-    wait_for(lambda: settled(raw_redis, workload), 120, "every message to be settled")
+    wait_for(lambda: settled(raw_redis, workload), 120, "every message to be settled", [scheduler])
     # Generous: timing precision belongs to the benchmarks, not to this test.
     check_exactly_once(raw_redis, workload, max_late_ms=10_000)
     assert raw_redis.xlen("delayline:inbound") == 0, "committed input was not trimmed"

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from delayline.errors import ConnectError, TransportError
+from delayline.ids import new_message_id
 from delayline.transports import keys
 from delayline.transports.redis_streams import (
     ChunkResult,
@@ -38,6 +39,10 @@ def deliver(message_id: str, topic: str = "orders", due_ms: int = DUE_MS) -> Del
         deliver_at_ms=due_ms,
         attempt=1,
     )
+
+
+def stats(raw: redis.Redis) -> dict[str, int]:
+    return {name.decode(): int(value) for name, value in raw.hgetall(keys.STATS).items()}
 
 
 def write(
@@ -78,8 +83,9 @@ def test_a_chunk_writes_topic_entries_in_the_documented_format(
     assert raw_redis.xlen("other") == 1
     assert raw_redis.hget(keys.journal(DUE_MS), "A") == str(DUE_MS + 40).encode()
     assert 0 < raw_redis.ttl(keys.journal(DUE_MS)) <= 3600
-    assert streams.stats()["delivered"] == 2
-    assert streams.lateness_histogram() == {"50": 2}  # 40 ms late falls in the <=50 bucket
+    assert stats(raw_redis)["delivered"] == 2
+    # 40 ms late falls in the <=50 bucket; "sum" is the total lateness in ms.
+    assert raw_redis.hgetall(keys.LATENESS) == {b"50": b"2", b"sum": b"80"}
 
 
 def test_a_replayed_batch_resumes_after_the_last_chunk_that_landed(
@@ -92,7 +98,7 @@ def test_a_replayed_batch_resumes_after_the_last_chunk_that_landed(
     resume = streams.sink_progress("q", 0, 7)
     write(streams, 7, resume, rows[resume:])
     assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"0", b"1", b"2", b"3", b"4"]
-    assert streams.stats()["delivered"] == 5
+    assert stats(raw_redis)["delivered"] == 5
     assert streams.sink_progress("q", 0, 8) == 0  # the next batch starts from zero
 
 
@@ -123,7 +129,7 @@ def test_the_journal_suppresses_a_second_delivery_of_an_id(
     result = write(streams, 1, 0, [deliver("A"), deliver("B")])  # e.g. a producer's retry
     assert (result.delivered, result.duplicates) == (1, 1)
     assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"A", b"B"]
-    assert streams.stats()["duplicates"] == 1
+    assert stats(raw_redis)["duplicates"] == 1
 
 
 def test_without_a_journal_there_is_no_id_dedupe(
@@ -136,27 +142,32 @@ def test_without_a_journal_there_is_no_id_dedupe(
 
 
 def test_drops_and_rejects(streams: RedisStreams, raw_redis: redis.Redis) -> None:
-    reject = Reject([(b"op", b"bad"), (b"reason", b"unknown op"), (b"inbound_id", b"1-0")])
-    result = write(streams, 0, 0, [Drop("C", DUE_MS), reject])
-    assert (result.dropped, result.rejected) == (1, 1)
+    fields = [(b"op", b"bad"), (b"reason", b"unknown op"), (b"inbound_id", b"1-0")]
+    sent_id = new_message_id(DUE_MS)
+    rejects = [Reject(fields, "unknown op"), Reject(fields, "bad topic", message_id=sent_id)]
+    result = write(streams, 0, 0, [Drop("C", DUE_MS), *rejects])
+    assert (result.dropped, result.rejected) == (1, 2)
     assert raw_redis.hget(keys.journal(DUE_MS), "C") == b"cancelled"
-    [(_, fields)] = raw_redis.xrange(keys.REJECTS)
-    assert fields == {b"op": b"bad", b"reason": b"unknown op", b"inbound_id": b"1-0"}
-    assert streams.stats() == {"dropped": 1, "rejected": 1}
+    kept = [entry for _, entry in raw_redis.xrange(keys.REJECTS)]
+    assert kept == [{b"op": b"bad", b"reason": b"unknown op", b"inbound_id": b"1-0"}] * 2
+    assert raw_redis.hgetall(keys.rejected(DUE_MS)) == {sent_id.encode(): b"bad topic"}
+    assert stats(raw_redis) == {"dropped": 1, "rejected": 2}
 
 
-def test_ingest_counts_are_added_once_per_batch(streams: RedisStreams) -> None:
+def test_ingest_counts_are_added_once_per_batch(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
     streams.count_ingest("q", 0, 5, accepted=10, cancels=2)
     streams.count_ingest("q", 0, 5, accepted=10, cancels=2)  # replay of batch 5
     streams.count_ingest("q", 1, 5, accepted=1, cancels=0)  # another partition
     streams.count_ingest("q", 0, 6, accepted=3, cancels=0)
-    assert streams.stats() == {"accepted": 14, "cancels": 2}
+    assert stats(raw_redis) == {"accepted": 14, "cancels": 2}
 
 
 def test_inbound_offsets_reads_and_trim(streams: RedisStreams, raw_redis: redis.Redis) -> None:
     assert streams.inbound_last_id() is None
     assert streams.inbound_last_id_within("0-0", 10) is None
-    entry_ids = streams.append_inbound([{b"n": str(n).encode()} for n in range(5)])
+    entry_ids = [raw_redis.xadd(keys.INBOUND, {b"n": str(n).encode()}).decode() for n in range(5)]
     assert streams.inbound_last_id() == entry_ids[-1]
     assert streams.inbound_last_id_within("0-0", 3) == entry_ids[2]
     assert streams.inbound_last_id_within(entry_ids[2], 100) == entry_ids[4]
@@ -192,6 +203,6 @@ def test_the_pause_gate_holds_until_the_flag_is_gone(
 
 def test_an_unreachable_redis_is_a_connect_error() -> None:
     streams = RedisStreams.from_url(f"redis://127.0.0.1:{free_port()}/0")
-    with pytest.raises(ConnectError, match="Redis is unreachable") as caught:
-        streams.append_inbound([{b"a": b"b"}])
+    with pytest.raises(ConnectError, match="cannot ping: Redis is unreachable") as caught:
+        streams.execute([("PING",)], action="ping", transaction=False, errors_ok=False)
     assert isinstance(caught.value.__cause__, redis.ConnectionError)

@@ -1,16 +1,29 @@
 from __future__ import annotations
 
-from delayline.metrics import bucket_labels, diff_histogram, percentile_ms
-from delayline.progress import Snapshot, summary_line
+from delayline.metrics import bucket_label, bucket_labels, diff_histogram, percentile_ms
+from delayline.operations import Metrics
+from delayline.progress import summary_line
 
 
 def test_percentiles_are_bucket_upper_bounds() -> None:
-    histogram = {"10": 50, "100": 45, "1000": 4, "+Inf": 1}
+    histogram = {"10": 50, "100": 45, "1000": 4, "+Inf": 1, "sum": 123_456}
     assert percentile_ms(histogram, 0.5) == 10
     assert percentile_ms(histogram, 0.9) == 100
     assert percentile_ms(histogram, 0.99) == 1000
     assert percentile_ms(histogram, 1.0) == float("inf")
     assert percentile_ms({}, 0.5) is None
+
+
+def test_bucket_label() -> None:
+    assert [bucket_label(ms) for ms in (-3, 0, 1, 2, 3, 60_000, 60_001)] == [
+        "1",
+        "1",
+        "1",
+        "2",
+        "5",
+        "60000",
+        "+Inf",
+    ]
 
 
 def test_window_is_the_difference_of_two_snapshots() -> None:
@@ -21,9 +34,13 @@ def test_window_is_the_difference_of_two_snapshots() -> None:
     assert set(window) == set(bucket_labels())
 
 
+def metrics(at_ms: int, stats: dict[str, int], lateness: dict[str, int]) -> Metrics:
+    return Metrics(stats, lateness, batch_duration={}, heartbeat={}, read_at_ms=at_ms)
+
+
 def test_summary_line() -> None:
-    older = Snapshot(0, {"accepted": 10, "delivered": 2}, {"100": 2})
-    newer = Snapshot(
+    older = metrics(0, {"accepted": 10, "delivered": 2}, {"100": 2})
+    newer = metrics(
         2_000,
         {"accepted": 30, "delivered": 12, "dropped": 3, "duplicates": 1, "rejected": 4},
         {"100": 4, "200": 8},
@@ -33,3 +50,30 @@ def test_summary_line() -> None:
         "accepted 30  pending 14  delivered 5.0/s  rejected 4  lateness p50 <=200 ms  p99 <=200 ms"
     )
     assert summary_line(newer, newer).endswith("lateness p50 -  p99 -")
+
+
+def test_prometheus_text() -> None:
+    scraped = Metrics(
+        stats={"accepted": 5, "delivered": 3, "dropped": 1},
+        lateness={"100": 2, "500": 1, "sum": 450},
+        batch_duration={"750": 4, "sum": 2_800},
+        heartbeat={"updated_at_ms": "900"},
+        read_at_ms=1_000,
+    )
+    text = scraped.prometheus()
+    assert "delayline_messages_accepted_total 5\n" in text
+    assert "delayline_messages_cancelled_total 1\n" in text
+    assert "delayline_pending_messages 1\n" in text
+    assert 'delayline_lateness_seconds_bucket{le="0.05"} 0\n' in text
+    assert 'delayline_lateness_seconds_bucket{le="0.1"} 2\n' in text
+    assert 'delayline_lateness_seconds_bucket{le="0.5"} 3\n' in text
+    assert 'delayline_lateness_seconds_bucket{le="+Inf"} 3\n' in text
+    assert "delayline_lateness_seconds_sum 0.45\n" in text
+    assert "delayline_lateness_seconds_count 3\n" in text
+    assert "delayline_batch_duration_seconds_count 4\n" in text
+    assert scraped.last_batch_age_ms == 100
+    for line in text.splitlines():  # every sample line is "name[{labels}] value"
+        if not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            float(value)
+            assert name.startswith("delayline_")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from delayline.ids import new_message_id
 from delayline.scheduler import schemas
 from delayline.scheduler.sink import ordered_rows, write_when_due
 from delayline.transports.redis_streams import ChunkResult, Deliver, Drop, Reject, SinkRow
@@ -64,6 +65,7 @@ def test_reject_keeps_original_fields_and_renames_clashes() -> None:
         [batch(out_row(schemas.REJECT, "7-1", reason="unknown op", raw=raw))], rejected_at_ms=99
     )
     assert isinstance(row, Reject)
+    assert (row.reason, row.message_id) == ("unknown op", None)
     assert list(row.fields) == [
         (b"v", b"1"),
         (b"original.reason", b"mine"),
@@ -147,3 +149,19 @@ def test_writing_jumps_ahead_when_another_attempt_got_further() -> None:
 
     write_when_due(rows, 0, write_chunk, clock=lambda: 10, sleep=lambda _: None, max_chunk_rows=2)
     assert calls == [0, 4]
+
+
+def test_a_rejected_send_with_a_valid_id_names_it_for_status() -> None:
+    message_id = new_message_id(1_800_000_000_000)
+    send = [b"v", b"1", b"op", b"send", b"id", message_id.encode()]
+    cancel = [b"v", b"1", b"op", b"cancel", b"id", message_id.encode()]
+    rows = ordered_rows(
+        [
+            batch(
+                out_row(schemas.REJECT, "1-0", reason="bad topic", raw=send),
+                out_row(schemas.REJECT, "2-0", reason="bad", raw=cancel),
+            )
+        ],
+        rejected_at_ms=5,
+    )
+    assert [row.message_id for _, row in rows if isinstance(row, Reject)] == [message_id, None]

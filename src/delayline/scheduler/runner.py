@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from datetime import datetime
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -15,6 +16,7 @@ from delayline.errors import DelaylineError, SchedulerError
 from delayline.scheduler.job import start_query
 from delayline.scheduler.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.timing import to_epoch_ms
 from delayline.transports.redis_streams import RedisStreams
 
 
@@ -26,6 +28,7 @@ class Scheduler:
         self._run_token = uuid.uuid4().hex
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
+        self._last_reported_batch = -1
 
     def start(self) -> None:
         """Start Spark and the query.
@@ -57,6 +60,18 @@ class Scheduler:
     def query_id(self) -> str:
         """The query id, stable across restarts on the same checkpoint."""
         return str(self._running_query().id)
+
+    def completed_batches(self) -> list[tuple[int, int, int]]:
+        """Batches completed since the last call: (batch_id, started_at_ms, duration_ms)."""
+        fresh = []
+        for progress in self._running_query().recentProgress:
+            if progress["batchId"] > self._last_reported_batch:
+                started_ms = to_epoch_ms(datetime.fromisoformat(progress["timestamp"]))
+                duration_ms = int(progress["durationMs"].get("triggerExecution", 0))
+                fresh.append((int(progress["batchId"]), started_ms, duration_ms))
+        if fresh:
+            self._last_reported_batch = fresh[-1][0]
+        return fresh
 
     def check(self) -> None:
         """Raise SchedulerError if the query has stopped on its own."""

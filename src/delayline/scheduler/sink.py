@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from delayline import ids
 from delayline.scheduler import schemas
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import id_order, streams_for
@@ -71,25 +72,31 @@ def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list
                 sink_row = Drop(id=row["id"], deliver_at_ms=row["deliver_at_ms"])
             else:
                 due = 0
-                sink_row = Reject(_reject_fields(row, rejected_at_ms))
+                sink_row = _reject(row, rejected_at_ms)
             keyed.append(((due, *inbound), (due, sink_row)))
     keyed.sort(key=lambda item: item[0])
     return [due_row for _, due_row in keyed]
 
 
-def _reject_fields(row: dict[str, object], rejected_at_ms: int) -> list[tuple[bytes, bytes]]:
+def _reject(row: dict[str, object], rejected_at_ms: int) -> Reject:
     raw = row["raw"] or []
     assert isinstance(raw, list)
+    original = dict(zip(raw[0::2], raw[1::2], strict=True))
     fields = [
         (b"original." + name if name in REJECT_FIELDS else name, value)
-        for name, value in zip(raw[0::2], raw[1::2], strict=True)
+        for name, value in original.items()
     ]
-    return [
-        *fields,
-        (b"reason", str(row["reason"]).encode()),
+    reason = str(row["reason"])
+    fields += [
+        (b"reason", reason.encode()),
         (b"rejected_at_ms", str(rejected_at_ms).encode()),
         (b"inbound_id", str(row["inbound_id"]).encode()),
     ]
+    # Only a refused *send* says anything about its id: a bad cancel does not
+    # make a pending message "rejected".
+    claimed_id = original.get(b"id", b"").decode("ascii", "replace")
+    is_send = original.get(b"op") == b"send" and ids.is_message_id(claimed_id)
+    return Reject(fields, reason, claimed_id if is_send else None)
 
 
 ChunkWriter = Callable[[int, Sequence[SinkRow], int], ChunkResult]

@@ -11,13 +11,33 @@ STATS = "delayline:stats"
 #: Delivery lateness histogram (hash): upper bound in ms ("+Inf" last) -> count.
 LATENESS = "delayline:lateness"
 
-#: Journal buckets group delivered ids by the minute they were due.
+#: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms.
+HEARTBEAT = "delayline:heartbeat"
+#: Batch duration histogram (hash): upper bound in ms ("+Inf" last) -> count.
+BATCH_DURATION = "delayline:batch_duration"
+
+#: Status records are grouped in hashes by the minute their message is due.
 JOURNAL_BUCKET_MS = 60_000
 
 
 def journal(deliver_at_ms: int) -> str:
-    """Hash of id -> delivered_at_ms for messages due in the same minute."""
+    """Hash of id -> delivered_at_ms (or "cancelled" once a cancel dropped it)."""
     return f"delayline:delivered:{deliver_at_ms // JOURNAL_BUCKET_MS}"
+
+
+def cancel_requests(deliver_at_ms: int) -> str:
+    """Hash of id -> epoch ms at which the SDK recorded a cancel."""
+    return f"delayline:cancelled:{deliver_at_ms // JOURNAL_BUCKET_MS}"
+
+
+def rejected(deliver_at_ms: int) -> str:
+    """Hash of id -> reason, for rejected sends whose id was well formed."""
+    return f"delayline:rejected:{deliver_at_ms // JOURNAL_BUCKET_MS}"
+
+
+def bucket_end_ms(deliver_at_ms: int) -> int:
+    """When the status bucket holding ``deliver_at_ms`` ends (epoch ms)."""
+    return (deliver_at_ms // JOURNAL_BUCKET_MS + 1) * JOURNAL_BUCKET_MS
 
 
 def pause(run_token: str) -> str:

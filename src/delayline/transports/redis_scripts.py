@@ -6,7 +6,7 @@ touches several topic streams and the sink marker in one atomic step.
 
 from __future__ import annotations
 
-from delayline.metrics import LATENESS_BUCKETS_MS
+from delayline.metrics import BUCKETS_MS, SUM_FIELD
 
 #: The id of the ``count``-th entry after ``ARGV[1]`` (exclusive), or nil.
 #: KEYS: inbound. ARGV: after_id, count.
@@ -35,7 +35,8 @@ return 1
 #: ``count`` rows, each starting with a kind:
 #:   'd' topic id body key headers deliver_at_ms attempt journal_key   (deliver)
 #:   'x' id journal_key                                                 (dropped: cancelled)
-#:   'r' n field1 value1 ... fieldn valuen                              (rejected record)
+#:   'r' status_key id reason n field1 value1 ... fieldn valuen         (rejected record;
+#:       status_key and id are empty unless the record had a well-formed id)
 #: The marker holds (batch, written): rows [0, written) of that batch are done.
 #: Every attempt at a (query, batch, partition) writes the same rows in the same
 #: order, so a chunk that starts before ``written`` (another attempt, say an
@@ -59,11 +60,12 @@ if written < first then
     .. first .. ' but only ' .. written .. ' rows are written')
 end
 local bounds = {"""
-    + ", ".join(str(bound) for bound in LATENESS_BUCKETS_MS)
+    + ", ".join(str(bound) for bound in BUCKETS_MS)
     + """}
 local delivered, duplicates, dropped, rejected = 0, 0, 0, 0
 local expiring = {}
 local late_counts = {}
+local late_sum = 0
 local function journal_put(journal, id, value)
   if journal_ttl <= 0 then return 1 end
   local fresh = redis.call('HSETNX', journal, id, value)
@@ -84,6 +86,7 @@ for _ = 1, count do
         'attempt', ARGV[i + 7])
       delivered = delivered + 1
       local late = now_ms - tonumber(due)
+      late_sum = late_sum + late
       local label = '+Inf'
       for _, bound in ipairs(bounds) do
         if late <= bound then label = tostring(bound) break end
@@ -98,12 +101,17 @@ for _ = 1, count do
     dropped = dropped + 1
     i = i + 3
   elseif kind == 'r' then
-    local n = tonumber(ARGV[i + 1])
+    local status_key, id, reason = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local n = tonumber(ARGV[i + 4])
     local fields = {}
-    for j = 1, 2 * n do fields[j] = ARGV[i + 1 + j] end
+    for j = 1, 2 * n do fields[j] = ARGV[i + 4 + j] end
     redis.call('XADD', KEYS[4], '*', unpack(fields))
+    if status_key ~= '' and journal_ttl > 0 then
+      redis.call('HSET', status_key, id, reason)
+      redis.call('EXPIRE', status_key, journal_ttl)
+    end
     rejected = rejected + 1
-    i = i + 2 + 2 * n
+    i = i + 5 + 2 * n
   else
     return redis.error_reply('DELAYLINE_ROW unknown row kind ' .. tostring(kind))
   end
@@ -115,6 +123,9 @@ for name, value in pairs({delivered = delivered, duplicates = duplicates,
   if value > 0 then redis.call('HINCRBY', KEYS[2], name, value) end
 end
 for label, value in pairs(late_counts) do redis.call('HINCRBY', KEYS[3], label, value) end
+if delivered > 0 then redis.call('HINCRBY', KEYS[3], '"""
+    + SUM_FIELD
+    + """', late_sum) end
 return {first + count, delivered, duplicates, dropped, rejected}
 """
 )

@@ -8,14 +8,18 @@ into :class:`~delayline.errors.TransportError`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
+import redis.asyncio
 
+from delayline import ids
 from delayline.errors import ConnectError, TransportError
+from delayline.metrics import SUM_FIELD, bucket_label
+from delayline.timing import now_ms
 from delayline.transports import keys, redis_scripts
 
 #: Where ``delayline run`` serves its embedded Redis, and what Client() connects to.
@@ -23,6 +27,11 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6390/0"
 
 #: How long sink and ingest markers outlive their last write (7 days, in s).
 MARKER_TTL_S = 7 * 24 * 3600
+
+
+Command = tuple[Any, ...]
+#: An entry as redis-py returns it for a client without decode_responses.
+StreamEntry = tuple[bytes, dict[bytes, bytes]]
 
 
 @contextmanager
@@ -59,9 +68,15 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class Reject:
-    """A refused inbound record: its original fields plus reason and times."""
+    """A refused inbound record: its original fields plus reason and times.
+
+    ``message_id`` is set when the record carried a well-formed id, so that
+    ``status`` can answer "rejected" for it.
+    """
 
     fields: Sequence[tuple[bytes, bytes]]
+    reason: str
+    message_id: str | None = None
 
 
 SinkRow = Deliver | Drop | Reject
@@ -81,7 +96,7 @@ class ChunkResult:
 class RedisStreams:
     """Redis Streams operations of delayline, over one connection pool."""
 
-    def __init__(self, client: redis.Redis[bytes]) -> None:
+    def __init__(self, client: redis.Redis) -> None:
         self._redis = client
         self._last_id_within = client.register_script(redis_scripts.LAST_ID_WITHIN)
         self._count_ingest = client.register_script(redis_scripts.COUNT_INGEST)
@@ -95,11 +110,6 @@ class RedisStreams:
         """
         return cls(redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30))
 
-    @property
-    def client(self) -> redis.Redis[bytes]:
-        """The underlying redis-py client, for callers that need a raw command."""
-        return self._redis
-
     def close(self) -> None:
         """Release the connection pool."""
         self._redis.close()
@@ -109,15 +119,19 @@ class RedisStreams:
         with translated_errors("ping Redis"):
             self._redis.ping()
 
-    # -- producers ---------------------------------------------------------------------------
+    def execute(
+        self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
+    ) -> list[Any]:
+        """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``).
 
-    def append_inbound(self, records: Iterable[Mapping[bytes, bytes]]) -> list[str]:
-        """Append records to the inbound stream in one round trip; returns their entry ids."""
-        with translated_errors("append to the inbound stream"):
-            pipe = self._redis.pipeline(transaction=False)
-            for record in records:
-                pipe.xadd(keys.INBOUND, dict(record))
-            return [entry_id.decode() for entry_id in pipe.execute()]
+        With ``errors_ok``, a command's error is returned in its place instead
+        of raised. Other errors raise TransportError: "cannot <action>: ...".
+        """
+        with translated_errors(action):
+            pipe = self._redis.pipeline(transaction=transaction)
+            for command in commands:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            return list(pipe.execute(raise_on_error=not errors_ok))
 
     # -- scheduler source --------------------------------------------------------------------
 
@@ -130,7 +144,7 @@ class RedisStreams:
     def inbound_last_id(self) -> str | None:
         """The id of the newest inbound entry, or None if the stream is empty."""
         with translated_errors("read the inbound stream"):
-            newest = self._redis.xrevrange(keys.INBOUND, count=1)
+            newest = cast(list[StreamEntry], self._redis.xrevrange(keys.INBOUND, count=1))
         return newest[0][0].decode() if newest else None
 
     def read_inbound(
@@ -140,7 +154,10 @@ class RedisStreams:
         cursor = "(" + after_id
         while True:
             with translated_errors("read the inbound stream"):
-                page = self._redis.xrange(keys.INBOUND, cursor, upto_id, count=page_size)
+                page = cast(
+                    list[StreamEntry],
+                    self._redis.xrange(keys.INBOUND, cursor, upto_id, count=page_size),
+                )
             for entry_id, fields in page:
                 yield entry_id.decode(), fields
             if len(page) < page_size:
@@ -236,7 +253,12 @@ class RedisStreams:
             elif isinstance(row, Drop):
                 args += ["x", row.id, keys.journal(row.deliver_at_ms)]
             else:
-                args += ["r", len(row.fields)]
+                if row.message_id is None:
+                    args += ["r", "", "", row.reason]
+                else:
+                    status_key = keys.rejected(ids.deliver_at_ms_of(row.message_id))
+                    args += ["r", status_key, row.message_id, row.reason]
+                args.append(len(row.fields))
                 for name, value in row.fields:
                     args += [name, value]
         with translated_errors("write deliveries"):
@@ -253,14 +275,48 @@ class RedisStreams:
 
     # -- observation -------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, int]:
-        """The scheduler's counters (missing ones are 0)."""
-        with translated_errors("read stats"):
-            raw = self._redis.hgetall(keys.STATS)
-        return {name.decode(): int(value) for name, value in raw.items()}
+    def record_batches(self, query_id: str, batches: Sequence[tuple[int, int, int]]) -> None:
+        """Record completed batches, each (batch_id, batch_at_ms, duration_ms), and beat."""
+        batch_id, batch_at_ms, duration_ms = batches[-1]
+        with translated_errors("record the heartbeat"):
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hset(
+                keys.HEARTBEAT,
+                mapping={
+                    "query_id": query_id,
+                    "batch_id": batch_id,
+                    "last_batch_at_ms": batch_at_ms,
+                    "last_batch_ms": duration_ms,
+                    "updated_at_ms": now_ms(),
+                },
+            )
+            for _, _, duration_ms in batches:
+                pipe.hincrby(keys.BATCH_DURATION, bucket_label(duration_ms), 1)
+                pipe.hincrby(keys.BATCH_DURATION, SUM_FIELD, duration_ms)
+            pipe.execute()
 
-    def lateness_histogram(self) -> dict[str, int]:
-        """Lateness bucket label -> deliveries counted in it."""
-        with translated_errors("read the lateness histogram"):
-            raw = self._redis.hgetall(keys.LATENESS)
-        return {label.decode(): int(value) for label, value in raw.items()}
+
+class AsyncRedisStreams:
+    """The asyncio counterpart of :meth:`RedisStreams.execute`, for AsyncClient."""
+
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        self._redis = client
+
+    @classmethod
+    def from_url(cls, url: str = DEFAULT_REDIS_URL) -> AsyncRedisStreams:
+        """A client for ``url``; it connects on first use. Raises ValueError for a bad URL."""
+        return cls(redis.asyncio.Redis.from_url(url, socket_connect_timeout=5))
+
+    async def execute(
+        self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
+    ) -> list[Any]:
+        """As :meth:`RedisStreams.execute`, awaited."""
+        with translated_errors(action):
+            pipe = self._redis.pipeline(transaction=transaction)
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(await pipe.execute(raise_on_error=not errors_ok))
+
+    async def close(self) -> None:
+        """Release the connection pool."""
+        await self._redis.aclose()

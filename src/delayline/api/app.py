@@ -1,0 +1,174 @@
+"""The HTTP API: ``create_app`` builds a FastAPI app over an AsyncClient.
+
+Routes (OpenAPI at ``/openapi.json``):
+
+- ``POST /v1/messages``: schedule one message (201).
+- ``POST /v1/messages:batch``: schedule up to 10,000 (per-item results).
+- ``GET /v1/messages/{id}``: status.
+- ``DELETE /v1/messages/{id}``: cancel (404 unknown, 409 already delivered or rejected).
+- ``GET /healthz``: Redis and scheduler liveness (503 if either is down).
+- ``GET /metrics``: Prometheus text.
+
+Every error body is ``{"error": {"field", "rule", "message"}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import ValidationError as PydanticValidationError
+
+from delayline import timing
+from delayline.__about__ import __version__
+from delayline.api.middleware import BearerTokenAuth, RequestSizeLimit
+from delayline.api.schemas import (
+    BatchIn,
+    BatchItemOut,
+    BatchOut,
+    CancelledOut,
+    ErrorDetail,
+    ErrorOut,
+    HealthOut,
+    MessageIn,
+    ScheduledOut,
+    StatusOut,
+)
+from delayline.async_client import AsyncClient
+from delayline.errors import DelaylineError, TransportError, ValidationError
+from delayline.model import Message
+from delayline.validation import Limits
+
+#: Largest request body accepted (bytes): a full batch of small messages fits.
+DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024
+#: The scheduler counts as alive if it reported a batch this recently (ms).
+SCHEDULER_TIMEOUT_MS = 30_000
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut} for status in (401, 404, 409, 413, 422, 503)
+}
+
+
+def error_response(status: int, field: str, rule: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"field": field, "rule": rule, "message": message}}, status)
+
+
+def create_app(
+    redis_url: str,
+    *,
+    api_token: str | None = None,
+    limits: Limits | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> FastAPI:
+    """The API app for the delayline behind ``redis_url``; ``api_token`` turns on auth."""
+    client = AsyncClient(redis_url, limits=limits)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await client.close()
+
+    app = FastAPI(
+        title="delayline",
+        version=__version__,
+        lifespan=lifespan,
+        responses=ERRORS,
+        description="Delayed messages: durable, cancellable, never early.",
+    )
+    app.add_middleware(RequestSizeLimit, max_bytes=max_request_bytes)
+    if api_token:
+        app.add_middleware(BearerTokenAuth, token=api_token)
+
+    @app.exception_handler(ValidationError)
+    async def invalid(_: Request, exc: ValidationError) -> JSONResponse:
+        return error_response(422, exc.field, exc.rule, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = ErrorDetail.of_pydantic(exc.errors())
+        return error_response(422, detail.field, detail.rule, detail.message)
+
+    @app.exception_handler(TransportError)
+    async def unavailable(_: Request, exc: TransportError) -> JSONResponse:
+        return error_response(503, "redis", "unavailable", str(exc))
+
+    @app.exception_handler(DelaylineError)
+    async def failed(_: Request, exc: DelaylineError) -> JSONResponse:
+        return error_response(500, "server", "error", str(exc))
+
+    @app.post("/v1/messages", status_code=201, response_model=ScheduledOut)
+    async def send(message: MessageIn) -> ScheduledOut:
+        """Schedule one message."""
+        built = message.to_message(now_ms=timing.now_ms(), limits=client.limits)
+        await client.send_many([built])
+        return ScheduledOut.of(built)
+
+    @app.post("/v1/messages:batch", response_model=BatchOut, response_model_exclude_none=True)
+    async def send_batch(batch: BatchIn) -> BatchOut:
+        """Schedule many messages; each item is validated on its own and reported in order."""
+        now_ms = timing.now_ms()
+        results: list[BatchItemOut] = []
+        accepted: list[Message] = []
+        for index, item in enumerate(batch.messages):
+            try:
+                built = MessageIn.model_validate(item).to_message(
+                    now_ms=now_ms, limits=client.limits
+                )
+            except (ValidationError, PydanticValidationError) as exc:
+                results.append(BatchItemOut(index=index, error=ErrorDetail.of(exc)))
+                continue
+            accepted.append(built)
+            results.append(BatchItemOut(index=index, **ScheduledOut.of(built).model_dump()))
+        if accepted:
+            await client.send_many(accepted)
+        return BatchOut(
+            accepted=len(accepted), rejected=len(results) - len(accepted), results=results
+        )
+
+    @app.get("/v1/messages/{message_id}", response_model=StatusOut)
+    async def status(message_id: str) -> StatusOut:
+        """What became of a message: pending, delivered, cancelled, rejected or unknown."""
+        return StatusOut.of(await client.status(message_id))
+
+    @app.delete("/v1/messages/{message_id}", response_model=CancelledOut)
+    async def cancel(message_id: str) -> CancelledOut | JSONResponse:
+        """Cancel a pending message."""
+        current = await client.status(message_id)
+        if current.state == "unknown":
+            return error_response(404, "id", "unknown", f"no message {message_id} is known")
+        if current.state in ("delivered", "rejected") or not await client.cancel(message_id):
+            return error_response(
+                409, "id", current.state, f"message {message_id} is already {current.state}"
+            )
+        return CancelledOut(id=message_id)
+
+    @app.get("/healthz", response_model=HealthOut, responses={503: {"model": HealthOut}})
+    async def health() -> JSONResponse:
+        """Redis reachable and the scheduler alive (a batch in the last 30 s)."""
+        try:
+            metrics = await client.metrics()
+        except TransportError:
+            down = HealthOut(status="unavailable", redis=False, scheduler_alive=False)
+            return JSONResponse(down.model_dump(), 503)
+        age_ms = metrics.last_batch_age_ms
+        alive = age_ms is not None and age_ms < SCHEDULER_TIMEOUT_MS
+        report = HealthOut(
+            status="ok" if alive else "degraded",
+            redis=True,
+            scheduler_alive=alive,
+            query_id=metrics.heartbeat.get("query_id"),
+            last_batch_age_ms=age_ms,
+        )
+        return JSONResponse(report.model_dump(), 200 if alive else 503)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics() -> PlainTextResponse:
+        """Counters, pending gauge, and lateness and batch-duration histograms (Prometheus)."""
+        text = (await client.metrics()).prometheus()
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    return app

@@ -1,0 +1,191 @@
+"""Request and response bodies of the HTTP API, and their conversion to the SDK's terms."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import ValidationError as PydanticValidationError
+
+from delayline import timing
+from delayline.errors import ValidationError
+from delayline.model import Message
+from delayline.status import MessageStatus, State
+from delayline.validation import Limits
+
+#: Most messages one batch request may carry.
+MAX_BATCH = 10_000
+
+
+class MessageIn(BaseModel):
+    """A message to schedule. Give ``body`` (UTF-8 text) or ``body_b64``, and at most one
+    of ``delay_ms``, ``deliver_at`` (RFC 3339 with an offset, or epoch ms) and ``level``;
+    none of the three means now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Documented in the schema; enforced (with delayline's own error names) by to_message.
+    topic: StrictStr = Field(
+        examples=["orders.timeout"],
+        json_schema_extra={"pattern": "^[A-Za-z0-9._:-]{1,249}$"},
+    )
+    body: StrictStr | None = Field(default=None, examples=["order-42"])
+    body_b64: StrictStr | None = Field(default=None, description="The body, base64-encoded.")
+    delay_ms: StrictInt | None = Field(
+        default=None, examples=[1_800_000], json_schema_extra={"minimum": 0}
+    )
+    deliver_at: StrictInt | StrictStr | None = Field(
+        default=None, examples=["2026-12-01T09:00:00Z", 1_796_115_600_000]
+    )
+    level: StrictInt | None = Field(
+        default=None,
+        description="RocketMQ delay level 1..18.",
+        json_schema_extra={"minimum": 1, "maximum": 18},
+    )
+    key: StrictStr | None = None
+    headers: dict[StrictStr, StrictStr] | None = None
+
+    def to_message(self, *, now_ms: int, limits: Limits) -> Message:
+        """The validated message. Raises ValidationError naming the field and rule."""
+        if (self.body is None) == (self.body_b64 is None):
+            raise ValidationError("body", "exclusive", "give exactly one of body or body_b64")
+        if self.body is not None:
+            body = self.body.encode("utf-8")
+        else:
+            try:
+                body = base64.b64decode(self.body_b64 or "", validate=True)
+            except ValueError:  # binascii.Error, or non-ASCII text
+                raise ValidationError(
+                    "body_b64", "base64", "body_b64 is not valid base64"
+                ) from None
+        deliver_at = self.deliver_at
+        if isinstance(deliver_at, str):
+            deliver_at = timing.parse_time_ms(deliver_at)
+        return Message.create(
+            self.topic,
+            body,
+            now_ms=now_ms,
+            limits=limits,
+            delay=self.delay_ms,
+            deliver_at=deliver_at,
+            level=self.level,
+            key=self.key,
+            headers=self.headers,
+        )
+
+
+class BatchIn(BaseModel):
+    """Up to 10,000 messages. Each is checked on its own: one bad item does not stop the rest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class ErrorDetail(BaseModel):
+    """Which field broke which rule."""
+
+    field: str
+    rule: str
+    message: str
+
+    @classmethod
+    def of(cls, exc: ValidationError | PydanticValidationError) -> ErrorDetail:
+        if isinstance(exc, ValidationError):
+            return cls(field=exc.field, rule=exc.rule, message=exc.message)
+        return cls.of_pydantic(exc.errors())
+
+    @classmethod
+    def of_pydantic(cls, errors: Sequence[Any]) -> ErrorDetail:
+        """The first of pydantic's errors, named by its location without the "body" prefix."""
+        first = errors[0] if errors else {}
+        location = [str(part) for part in first.get("loc", ()) if part != "body"]
+        return cls(
+            field=".".join(location) or "body",
+            rule=str(first.get("type", "invalid")),
+            message=str(first.get("msg", "invalid request")),
+        )
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx and 5xx answer has this body."""
+
+    error: ErrorDetail
+
+
+class ScheduledOut(BaseModel):
+    """A scheduled message: its id and when it is due."""
+
+    id: str
+    deliver_at: str = Field(description="RFC 3339, UTC.")
+    deliver_at_ms: int
+
+    @classmethod
+    def of(cls, message: Message) -> ScheduledOut:
+        return cls(
+            id=message.id,
+            deliver_at=timing.format_time(message.deliver_at_ms),
+            deliver_at_ms=message.deliver_at_ms,
+        )
+
+
+class BatchItemOut(BaseModel):
+    """One item's outcome: ``id`` and ``deliver_at`` if scheduled, else ``error``."""
+
+    index: int
+    id: str | None = None
+    deliver_at: str | None = None
+    deliver_at_ms: int | None = None
+    error: ErrorDetail | None = None
+
+
+class BatchOut(BaseModel):
+    """Per-item results, in request order."""
+
+    accepted: int
+    rejected: int
+    results: list[BatchItemOut]
+
+
+class StatusOut(BaseModel):
+    """What became of a message: ``delivered_at`` once delivered, ``reason`` once rejected."""
+
+    id: str
+    state: State
+    deliver_at: str
+    deliver_at_ms: int
+    delivered_at: str | None = None
+    delivered_at_ms: int | None = None
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, status: MessageStatus) -> StatusOut:
+        delivered_ms = status.delivered_at_ms
+        return cls(
+            id=status.id,
+            state=status.state,
+            deliver_at=timing.format_time(status.deliver_at_ms),
+            deliver_at_ms=status.deliver_at_ms,
+            delivered_at=None if delivered_ms is None else timing.format_time(delivered_ms),
+            delivered_at_ms=delivered_ms,
+            reason=status.reason,
+        )
+
+
+class CancelledOut(BaseModel):
+    """The cancel is recorded; the message will not be delivered."""
+
+    id: str
+    cancelled: bool = True
+
+
+class HealthOut(BaseModel):
+    """``ok`` when Redis answers and the scheduler completed a batch recently."""
+
+    status: str
+    redis: bool
+    scheduler_alive: bool
+    query_id: str | None = None
+    last_batch_age_ms: int | None = None

@@ -1,0 +1,143 @@
+"""The SDK for asyncio: :class:`AsyncClient` runs the same plans as :class:`Client`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+from delayline.client import (
+    DEFAULT_BATCH,
+    DEFAULT_BLOCK_MS,
+    DEFAULT_CLAIM_IDLE_MS,
+    DEFAULT_STATUS_RETENTION_MS,
+    ClientBase,
+)
+from delayline.delivery import DeliveryBase
+from delayline.model import Message
+from delayline.operations import Metrics, Plan
+from delayline.retry import RetryPolicy
+from delayline.status import MessageStatus
+from delayline.transports.redis_streams import DEFAULT_REDIS_URL, AsyncRedisStreams
+from delayline.validation import Limits
+
+T = TypeVar("T")
+
+
+class AsyncClient(ClientBase):
+    """:class:`delayline.Client` for asyncio: the same methods, awaited."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_REDIS_URL,
+        *,
+        limits: Limits | None = None,
+        status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
+    ) -> None:
+        super().__init__(limits=limits, status_retention_ms=status_retention_ms)
+        self._streams = AsyncRedisStreams.from_url(url)
+
+    async def _run(self, plan: Plan[T]) -> T:
+        while True:
+            replies = await self._streams.execute(
+                plan.commands,
+                action=plan.action,
+                transaction=plan.transaction,
+                errors_ok=plan.errors_ok,
+            )
+            result = plan.parse(replies)
+            if not isinstance(result, Plan):
+                return result
+            plan = result
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes | str,
+        *,
+        delay: timedelta | int | None = None,
+        deliver_at: datetime | int | None = None,
+        level: int | None = None,
+        key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> str:
+        """See :meth:`delayline.Client.send`."""
+        plan = self._send_plan(
+            topic, body, delay=delay, deliver_at=deliver_at, level=level, key=key, headers=headers
+        )
+        return (await self._run(plan))[0]
+
+    async def send_many(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[str]:
+        """See :meth:`delayline.Client.send_many`."""
+        plan = self._send_many_plan(messages)
+        return await self._run(plan) if plan.commands else []
+
+    async def cancel(self, message_id: str) -> bool:
+        """See :meth:`delayline.Client.cancel`."""
+        return await self._run(self._cancel_plan(message_id))
+
+    async def status(self, message_id: str) -> MessageStatus:
+        """See :meth:`delayline.Client.status`."""
+        return await self._run(self._status_plan(message_id))
+
+    async def metrics(self) -> Metrics:
+        """See :meth:`delayline.Client.metrics`."""
+        return await self._run(self._metrics_plan())
+
+    async def consume(
+        self,
+        topic: str,
+        group: str,
+        *,
+        consumer: str | None = None,
+        block_ms: int = DEFAULT_BLOCK_MS,
+        batch: int = DEFAULT_BATCH,
+        claim_idle_ms: int = DEFAULT_CLAIM_IDLE_MS,
+        retry_policy: RetryPolicy | None = None,
+    ) -> AsyncIterator[AsyncDelivery]:
+        """See :meth:`delayline.Client.consume`."""
+        plans = self._consumer(topic, group, consumer, batch, block_ms, claim_idle_ms)
+        policy = retry_policy or RetryPolicy()
+        await self._run(plans.ensure_group())
+        while True:
+            entries = await self._run(plans.claim()) if plans.claim_due() else []
+            for entry in entries or await self._run(plans.read()):
+                yield AsyncDelivery(entry, policy, self.limits, self)
+
+    async def close(self) -> None:
+        """Release the connection pool."""
+        await self._streams.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+@dataclass(frozen=True)
+class AsyncDelivery(DeliveryBase):
+    """See :class:`delayline.client.Delivery`; the methods are coroutines."""
+
+    _client: AsyncClient = field(repr=False, compare=False)
+
+    async def ack(self) -> None:
+        """See :meth:`delayline.client.Delivery.ack`."""
+        await self._client._run(self._ack_plan())
+
+    async def retry_later(
+        self, *, level: int | None = None, delay: timedelta | int | None = None
+    ) -> bool:
+        """See :meth:`delayline.client.Delivery.retry_later`."""
+        return await self._client._run(self._retry_plan(level, delay))
+
+    async def dead_letter(self, reason: str) -> None:
+        """See :meth:`delayline.client.Delivery.dead_letter`."""
+        await self._client._run(self._dead_letter_plan(reason))

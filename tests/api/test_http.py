@@ -1,0 +1,320 @@
+"""The HTTP API through httpx against the real app and a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from delayline.api.app import create_app
+from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.timing import now_ms
+from delayline.transports import keys
+from delayline.transports.redis_streams import Deliver, RedisStreams, Reject
+from tests.conftest import free_port
+
+Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
+
+
+def call(redis_url: str, scenario: Scenario, **app_options: Any) -> None:
+    """Run ``scenario`` against a fresh app, over httpx's ASGI transport."""
+
+    async def main() -> None:
+        app = create_app(redis_url, **app_options)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://delayline") as http:
+            await scenario(http)
+
+    asyncio.run(main())
+
+
+def error_of(response: httpx.Response) -> tuple[int, str, str]:
+    body = response.json()
+    return response.status_code, body["error"]["field"], body["error"]["rule"]
+
+
+def deliver_now(redis_url: str, message_id: str) -> None:
+    streams = RedisStreams.from_url(redis_url)
+    streams.write_chunk(
+        query_id="q",
+        partition=0,
+        batch_id=now_ms(),
+        first_row=0,
+        rows=[
+            Deliver(
+                topic="t",
+                id=message_id,
+                body=b"x",
+                key="",
+                headers="{}",
+                deliver_at_ms=deliver_at_ms_of(message_id),
+                attempt=1,
+            )
+        ],
+        delivered_at_ms=now_ms(),
+        journal_ttl_s=3600,
+    )
+    streams.close()
+
+
+def test_post_a_message(redis_url: str, raw_redis: redis.Redis) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        before = now_ms()
+        response = await http.post(
+            "/v1/messages",
+            json={
+                "topic": "orders.timeout",
+                "body": "order-42",
+                "delay_ms": 1_800_000,
+                "key": "42",
+                "headers": {"trace": "t1"},
+            },
+        )
+        assert response.status_code == 201
+        created = response.json()
+        assert set(created) == {"id", "deliver_at", "deliver_at_ms"}
+        assert before + 1_800_000 <= created["deliver_at_ms"] <= now_ms() + 1_800_000
+        assert created["deliver_at"].endswith("Z")
+        binary = await http.post(
+            "/v1/messages",
+            json={"topic": "t", "level": 2, "body_b64": base64.b64encode(b"\x00\xff").decode()},
+        )
+        assert binary.status_code == 201
+        at = await http.post(
+            "/v1/messages",
+            json={"topic": "t", "body": "x", "deliver_at": "2027-01-01T00:00:00+08:00"},
+        )
+        assert at.json()["deliver_at"] == "2026-12-31T16:00:00.000Z"
+        epoch = await http.post(
+            "/v1/messages", json={"topic": "t", "body": "x", "deliver_at": 1_800_000_000_000}
+        )
+        assert epoch.json()["deliver_at_ms"] == 1_800_000_000_000
+
+    call(redis_url, scenario)
+    records = [fields for _, fields in raw_redis.xrange(keys.INBOUND)]
+    assert [r[b"topic"] for r in records] == [b"orders.timeout", b"t", b"t", b"t"]
+    assert records[0][b"headers"] == b'{"trace":"t1"}'
+    assert records[1][b"body"] == b"\x00\xff"
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "rule"),
+    [
+        ({"topic": "bad topic", "body": "x"}, "topic", "pattern"),
+        ({"topic": "delayline:inbound", "body": "x"}, "topic", "reserved"),
+        ({"topic": "t"}, "body", "exclusive"),
+        ({"topic": "t", "body": "x", "body_b64": "eA=="}, "body", "exclusive"),
+        ({"topic": "t", "body_b64": "%%%"}, "body_b64", "base64"),
+        ({"topic": "t", "body_b64": "\u0080"}, "body_b64", "base64"),  # found by schemathesis
+        (
+            {"topic": "t", "body": "x", "deliver_at": "2026-12-01T09:00:00"},
+            "deliver_at",
+            "timezone",
+        ),
+        ({"topic": "t", "body": "x", "deliver_at": "soon"}, "deliver_at", "rfc3339"),
+        ({"topic": "t", "body": "x", "delay_ms": -1}, "delay", "negative"),
+        ({"topic": "t", "body": "x", "delay_ms": 1, "level": 1}, "level", "exclusive"),
+        ({"topic": "t", "body": "x", "level": 19}, "level", "range"),
+        ({"topic": "t", "body": "x", "delay_ms": 10**13}, "delay", "max_delay"),
+        ({"topic": "t", "body": "x", "headers": {"n": 1}}, "headers.n", "string_type"),
+        ({"topic": "t", "body": "x", "colour": "red"}, "colour", "extra_forbidden"),
+        ({"topic": 7, "body": "x"}, "topic", "string_type"),
+        ({"topic": "t", "body": "x", "delay_ms": 1.5}, "delay_ms", "int_type"),
+    ],
+)
+def test_bad_messages_get_422_and_write_nothing(
+    redis_url: str, raw_redis: redis.Redis, payload: dict[str, Any], field: str, rule: str
+) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        response = await http.post("/v1/messages", json=payload)
+        assert error_of(response) == (422, field, rule)
+        assert response.json()["error"]["message"]
+
+    call(redis_url, scenario)
+    assert raw_redis.exists(keys.INBOUND) == 0
+
+
+def test_oversize_body_and_malformed_json(redis_url: str, raw_redis: redis.Redis) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        big = await http.post("/v1/messages", json={"topic": "t", "body": "x" * 2_000_000})
+        assert error_of(big) == (422, "body", "max_bytes")
+        huge = await http.post(
+            "/v1/messages",
+            content=b"{" + b" " * 5_000_000 + b"}",
+            headers={"content-type": "application/json"},
+        )
+        assert error_of(huge) == (413, "request", "max_bytes")
+        broken = await http.post(
+            "/v1/messages", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert broken.status_code == 422
+
+    call(redis_url, scenario, max_request_bytes=4_000_000)
+    assert raw_redis.exists(keys.INBOUND) == 0
+
+
+def test_batch_reports_each_item_and_sends_the_good_ones(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        response = await http.post(
+            "/v1/messages:batch",
+            json={
+                "messages": [
+                    {"topic": "t", "body": "a"},
+                    {"topic": "t"},
+                    {"topic": 3, "body": "x"},
+                    {"topic": "t", "body_b64": "aGk=", "level": 3},
+                ]
+            },
+        )
+        assert response.status_code == 200
+        report = response.json()
+        assert (report["accepted"], report["rejected"]) == (2, 2)
+        results = report["results"]
+        assert [r["index"] for r in results] == [0, 1, 2, 3]
+        assert ("id" in results[0], "error" in results[0]) == (True, False)
+        assert results[1]["error"]["field"] == "body"
+        assert results[2]["error"] == {
+            "field": "topic",
+            "rule": "string_type",
+            "message": "Input should be a valid string",
+        }
+        sent = [results[0]["id"], results[3]["id"]]
+        assert [f[b"id"].decode() for _, f in raw_redis.xrange(keys.INBOUND)] == sent
+        too_many = await http.post(
+            "/v1/messages:batch", json={"messages": [{"topic": "t", "body": ""}] * 10_001}
+        )
+        assert error_of(too_many) == (422, "messages", "too_long")
+        empty = await http.post("/v1/messages:batch", json={"messages": []})
+        assert error_of(empty) == (422, "messages", "too_short")
+
+    call(redis_url, scenario)
+
+
+def test_status_and_cancel(redis_url: str, raw_redis: redis.Redis) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        created = (
+            await http.post("/v1/messages", json={"topic": "t", "body": "x", "delay_ms": 60_000})
+        ).json()
+        pending = await http.get(f"/v1/messages/{created['id']}")
+        assert pending.status_code == 200
+        assert pending.json()["state"] == "pending"
+        assert pending.json()["deliver_at_ms"] == created["deliver_at_ms"]
+
+        cancelled = await http.delete(f"/v1/messages/{created['id']}")
+        assert cancelled.status_code == 200
+        assert cancelled.json() == {"id": created["id"], "cancelled": True}
+        assert (await http.get(f"/v1/messages/{created['id']}")).json()["state"] == "cancelled"
+        again = await http.delete(f"/v1/messages/{created['id']}")
+        assert again.status_code == 200  # idempotent
+
+        shipped = (await http.post("/v1/messages", json={"topic": "t", "body": "x"})).json()["id"]
+        deliver_now(redis_url, shipped)
+        status = (await http.get(f"/v1/messages/{shipped}")).json()
+        assert status["state"] == "delivered"
+        assert status["delivered_at_ms"] >= status["deliver_at_ms"]
+        assert error_of(await http.delete(f"/v1/messages/{shipped}")) == (409, "id", "delivered")
+
+        refused = new_message_id(now_ms())
+        streams = RedisStreams.from_url(redis_url)
+        streams.write_chunk(
+            query_id="q",
+            partition=1,
+            batch_id=1,
+            first_row=0,
+            rows=[Reject([(b"op", b"send")], "bad topic", message_id=refused)],
+            delivered_at_ms=now_ms(),
+            journal_ttl_s=3600,
+        )
+        streams.close()
+        assert (await http.get(f"/v1/messages/{refused}")).json()["reason"] == "bad topic"
+        assert error_of(await http.delete(f"/v1/messages/{refused}")) == (409, "id", "rejected")
+
+        raw_redis.hset(keys.HEARTBEAT, "last_batch_at_ms", now_ms())
+        lost = new_message_id(now_ms() - 3_600_000)
+        assert (await http.get(f"/v1/messages/{lost}")).json()["state"] == "unknown"
+        assert error_of(await http.delete(f"/v1/messages/{lost}")) == (404, "id", "unknown")
+        assert error_of(await http.get("/v1/messages/nope")) == (422, "id", "format")
+        assert error_of(await http.delete("/v1/messages/nope")) == (422, "id", "format")
+
+    call(redis_url, scenario)
+
+
+def test_healthz_and_metrics(redis_url: str) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        silent = await http.get("/healthz")
+        assert silent.status_code == 503
+        assert silent.json() == {
+            "status": "degraded",
+            "redis": True,
+            "scheduler_alive": False,
+            "query_id": None,
+            "last_batch_age_ms": None,
+        }
+        streams = RedisStreams.from_url(redis_url)
+        streams.record_batches("query-1", [(7, now_ms() - 400, 350), (8, now_ms(), 420)])
+        streams.close()
+        alive = await http.get("/healthz")
+        assert alive.status_code == 200
+        body = alive.json()
+        assert (body["status"], body["query_id"]) == ("ok", "query-1")
+        assert 0 <= body["last_batch_age_ms"] < 5_000
+
+        shipped = (await http.post("/v1/messages", json={"topic": "t", "body": "x"})).json()["id"]
+        deliver_now(redis_url, shipped)
+        metrics = await http.get("/metrics")
+        assert metrics.status_code == 200
+        assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
+        assert "delayline_messages_delivered_total 1\n" in metrics.text
+        assert "delayline_batch_duration_seconds_count 2\n" in metrics.text
+        assert "delayline_batch_duration_seconds_sum 0.77\n" in metrics.text
+        assert 'delayline_lateness_seconds_bucket{le="+Inf"} 1\n' in metrics.text
+
+    call(redis_url, scenario)
+
+
+def test_bearer_token(redis_url: str) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        payload = {"topic": "t", "body": "x"}
+        missing = await http.post("/v1/messages", json=payload)
+        assert error_of(missing) == (401, "request", "auth")
+        assert missing.headers["www-authenticate"] == "Bearer"
+        wrong = await http.post(
+            "/v1/messages", json=payload, headers={"authorization": "Bearer nope"}
+        )
+        assert wrong.status_code == 401
+        for path in ("/openapi.json", "/metrics", f"/v1/messages/{new_message_id(1)}"):
+            assert (await http.get(path)).status_code == 401
+        assert (await http.get("/healthz")).status_code == 503  # open, and honest
+        authorized = {"authorization": "Bearer s3cret"}
+        assert (
+            await http.post("/v1/messages", json=payload, headers=authorized)
+        ).status_code == 201
+        assert (await http.get("/openapi.json", headers=authorized)).status_code == 200
+
+    call(redis_url, scenario, api_token="s3cret")
+
+
+def test_without_a_token_everything_is_open(redis_url: str) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        assert (await http.get("/openapi.json")).status_code == 200
+        assert (await http.get("/metrics")).status_code == 200
+
+    call(redis_url, scenario)
+
+
+def test_redis_down_is_503() -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        response = await http.post("/v1/messages", json={"topic": "t", "body": "x"})
+        assert error_of(response) == (503, "redis", "unavailable")
+        health = await http.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["redis"] is False
+
+    call(f"redis://127.0.0.1:{free_port()}/0", scenario)

@@ -1,0 +1,240 @@
+"""Every CLI command through click's CliRunner, against a real Redis."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from delayline.cli import main
+from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.timing import now_ms
+from delayline.transports import keys
+from delayline.transports.redis_streams import Deliver, RedisStreams
+from tests.conftest import free_port
+
+
+def invoke(redis_url: str, *args: str, input: bytes | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), input=input, env={"DELAYLINE_REDIS_URL": redis_url})
+
+
+def deliver_now(redis_url: str, message_id: str, topic: str = "t") -> None:
+    streams = RedisStreams.from_url(redis_url)
+    streams.write_chunk(
+        query_id="q",
+        partition=0,
+        batch_id=now_ms(),
+        first_row=0,
+        rows=[
+            Deliver(
+                topic=topic,
+                id=message_id,
+                body=b"hello",
+                key="",
+                headers="{}",
+                deliver_at_ms=deliver_at_ms_of(message_id),
+                attempt=1,
+            )
+        ],
+        delivered_at_ms=now_ms(),
+        journal_ttl_s=3600,
+    )
+    streams.close()
+
+
+def sent(raw: redis.Redis) -> dict[bytes, bytes]:
+    return raw.xrange(keys.INBOUND)[-1][1]
+
+
+def test_send_forms(redis_url: str, raw_redis: redis.Redis) -> None:
+    before = now_ms()
+    result = invoke(
+        redis_url,
+        "send",
+        "orders.timeout",
+        "order-42",
+        "--delay",
+        "30m",
+        "--key",
+        "42",
+        "--header",
+        "a=1",
+        "--header",
+        "b=x=y",
+    )
+    assert result.exit_code == 0, result.output
+    message_id = result.output.strip()
+    assert before + 1_800_000 <= deliver_at_ms_of(message_id) <= now_ms() + 1_800_000
+    record = sent(raw_redis)
+    assert (record[b"body"], record[b"key"], record[b"headers"]) == (
+        b"order-42",
+        b"42",
+        b'{"a":"1","b":"x=y"}',
+    )
+    at = invoke(redis_url, "send", "t", "x", "--at", "2027-01-01T00:00:00Z")
+    assert deliver_at_ms_of(at.output.strip()) == 1_798_761_600_000
+    epoch = invoke(redis_url, "send", "t", "x", "--at", "1800000000000")
+    assert deliver_at_ms_of(epoch.output.strip()) == 1_800_000_000_000
+    level = invoke(redis_url, "send", "t", "x", "--level", "5")
+    assert 59_000 < deliver_at_ms_of(level.output.strip()) - now_ms() <= 60_000
+    piped = invoke(redis_url, "send", "t", "-", input=b"\x00from stdin")
+    assert piped.exit_code == 0
+    assert sent(raw_redis)[b"body"] == b"\x00from stdin"
+    implicit = invoke(redis_url, "send", "t", input=b"no body argument")
+    assert implicit.exit_code == 0
+    assert sent(raw_redis)[b"body"] == b"no body argument"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["send", "bad topic", "x"], "error: topic must be 1-249 characters"),
+        (["send", "t", "x", "--delay", "soon"], "error: not a duration: 'soon'"),
+        (["send", "t", "x", "--delay", "30"], "error: not a duration: '30'"),
+        (["send", "t", "x", "--at", "2027-01-01T00:00:00"], "has no timezone offset"),
+        (["send", "t", "x", "--at", "whenever"], "not an RFC 3339 time"),
+        (["send", "t", "x", "--level", "19"], "level must be an integer from 1 to 18"),
+        (
+            ["send", "t", "x", "--delay", "1s", "--level", "1"],
+            "only one of delay, deliver_at or level",
+        ),
+        (["send", "t", "x", "--header", "novalue"], "--header must be name=value"),
+        (["status", "nope"], "not a delayline message id"),
+        (["cancel", "nope"], "not a delayline message id"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    redis_url: str, raw_redis: redis.Redis, args: list[str], message: str
+) -> None:
+    result = invoke(redis_url, *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert result.output.startswith("error: ")
+    assert result.output.count("\n") == 1
+    assert "Traceback" not in result.output
+    assert raw_redis.exists(keys.INBOUND) == 0
+
+
+def test_unreachable_redis_is_exit_1() -> None:
+    result = invoke(f"redis://127.0.0.1:{free_port()}/0", "send", "t", "x")
+    assert result.exit_code == 1
+    assert result.output.startswith("error: cannot send messages: Redis is unreachable")
+    assert result.output.count("\n") == 1
+
+
+def test_cancel_and_status(redis_url: str) -> None:
+    message_id = invoke(redis_url, "send", "t", "x", "--delay", "1h").output.strip()
+    status = invoke(redis_url, "status", message_id)
+    assert status.exit_code == 0
+    assert f"id            {message_id}\nstate         pending\n" in status.output
+    cancelled = invoke(redis_url, "cancel", message_id)
+    assert (cancelled.exit_code, cancelled.output) == (0, f"cancelled {message_id}\n")
+    as_json = json.loads(invoke(redis_url, "status", message_id, "--json").output)
+    assert (as_json["id"], as_json["state"]) == (message_id, "cancelled")
+
+    shipped = invoke(redis_url, "send", "t", "x").output.strip()
+    deliver_now(redis_url, shipped)
+    delivered = invoke(redis_url, "status", shipped)
+    assert "state         delivered\n" in delivered.output
+    assert "(late " in delivered.output
+    too_late = invoke(redis_url, "cancel", shipped)
+    assert too_late.exit_code == 1
+    assert too_late.output == f"error: message {shipped} cannot be cancelled: it is delivered\n"
+
+
+def test_tail_with_a_group_reads_and_acks(redis_url: str, raw_redis: redis.Redis) -> None:
+    ids = [new_message_id(now_ms()) for _ in range(2)]
+    for message_id in ids:
+        deliver_now(redis_url, message_id, topic="watch")
+    result = invoke(redis_url, "tail", "watch", "--group", "g", "--count", "2")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [line.split()[4] for line in lines] == ids  # time, "late", ms, "ms", id
+    assert all(" late " in line and "attempt 1  hello" in line for line in lines)
+    assert raw_redis.xpending("watch", "g")["pending"] == 0
+
+
+def test_stats(redis_url: str) -> None:
+    shipped = invoke(redis_url, "send", "t", "x").output.strip()
+    deliver_now(redis_url, shipped)
+    text = invoke(redis_url, "stats")
+    assert text.exit_code == 0
+    assert "delivered              1\n" in text.output
+    assert "lateness    p50 <=" in text.output
+    assert "scheduler   never ran" in text.output
+    data = json.loads(invoke(redis_url, "stats", "--json").output)
+    assert data["stats"]["delivered"] == 1
+    assert data["lateness_p50_ms"] is not None
+
+
+def test_levels() -> None:
+    result = CliRunner().invoke(main, ["levels"])
+    lines = result.output.splitlines()
+    assert lines[0] == "level  delay   retry"
+    assert lines[1].split() == ["1", "1s", "-"]
+    assert lines[3].split() == ["3", "10s", "1"]
+    assert lines[18].split() == ["18", "2h", "16"]
+
+
+@pytest.mark.parametrize(
+    "command", ["run", "api", "send", "cancel", "status", "tail", "stats", "levels"]
+)
+def test_every_command_has_help_with_an_example(command: str) -> None:
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0
+    assert "Example:" in result.output
+    assert f"delayline {command}" in result.output
+
+
+def test_api_command_serves_until_sigterm(redis_url: str) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "delayline",
+            "api",
+            "--redis-url",
+            redis_url,
+            "--port",
+            str(port),
+            "--api-token",
+            "t0ken",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, process.stdout.read() if process.stdout else ""
+                assert time.monotonic() < deadline, "delayline api never answered"
+                time.sleep(0.1)
+        assert health.status_code == 503  # no scheduler behind this Redis
+        denied = httpx.post(
+            f"http://127.0.0.1:{port}/v1/messages", json={"topic": "t", "body": "x"}
+        )
+        assert denied.status_code == 401
+        allowed = httpx.post(
+            f"http://127.0.0.1:{port}/v1/messages",
+            json={"topic": "t", "body": "x"},
+            headers={"authorization": "Bearer t0ken"},
+        )
+        assert allowed.status_code == 201
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        if process.stdout:
+            process.stdout.close()

@@ -1,0 +1,190 @@
+"""The SDK against a real Redis and a running scheduler (one for the whole module)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from delayline import AsyncClient, Client, RetryPolicy
+from delayline.ids import new_message_id
+from delayline.timing import now_ms
+from delayline.transports import keys
+from delayline.transports.embedded import EmbeddedRedis
+from tests.conftest import free_port
+from tests.e2e.harness import SchedulerProcess, wait_for
+
+pytestmark = pytest.mark.spark
+
+
+@dataclass
+class Live:
+    url: str
+    scheduler: SchedulerProcess
+    raw: redis.Redis
+
+    def topic(self) -> str:
+        return f"live.{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    # Its own Redis: the per-test fixtures flush theirs, and this one has a scheduler on it.
+    server = EmbeddedRedis(tmp_path_factory.mktemp("live-redis"), free_port())
+    server.start()
+    scheduler = SchedulerProcess(
+        [
+            "--redis-url",
+            server.url,
+            "--no-api",
+            "--data-dir",
+            str(tmp_path_factory.mktemp("live-data")),
+        ]
+    )
+    scheduler.start()
+    raw = redis.Redis.from_url(server.url)
+    yield Live(server.url, scheduler, raw)
+    raw.close()
+    scheduler.stop_quietly()
+    server.stop()
+
+
+@pytest.fixture
+def client(live: Live) -> Iterator[Client]:
+    with Client(live.url) as sdk:
+        yield sdk
+
+
+def test_round_trip(live: Live, client: Client) -> None:
+    topic = live.topic()
+    sent_ms = now_ms()
+    message_id = client.send(topic, b"order-42", delay=500, key="42", headers={"trace": "t"})
+    delivery = next(client.consume(topic, "billing", block_ms=1_000))
+    assert (delivery.id, delivery.body, delivery.key, delivery.headers, delivery.attempt) == (
+        message_id,
+        b"order-42",
+        "42",
+        {"trace": "t"},
+        1,
+    )
+    assert delivery.delivered_at >= delivery.deliver_at
+    assert delivery.deliver_at.timestamp() * 1000 >= sent_ms + 500
+    delivery.ack()
+    status = client.status(message_id)
+    assert status.state == "delivered"
+    assert status.delivered_at == delivery.delivered_at
+
+
+def test_status_through_every_state(live: Live, client: Client) -> None:
+    topic = live.topic()
+    delivered = client.send(topic, b"d", delay=300)
+    cancelled = client.send(topic, b"c", delay=3_000)
+    assert client.status(cancelled).state == "pending"
+    assert client.cancel(cancelled) is True
+    rejected = new_message_id(now_ms())
+    live.raw.xadd(
+        keys.INBOUND,
+        {
+            "v": "1",
+            "op": "send",
+            "id": rejected,
+            "topic": "no spaces",
+            "body": "x",
+            "deliver_at_ms": str(now_ms()),
+        },
+    )
+    wait_for(
+        lambda: client.status(delivered).state == "delivered", 30, "the delivery", [live.scheduler]
+    )
+    wait_for(
+        lambda: client.status(rejected).state == "rejected", 30, "the rejection", [live.scheduler]
+    )
+    assert "topic must be" in str(client.status(rejected).reason)
+    # The cancelled message's slot fires and drops it: the journal then says so too.
+    wait_for(
+        lambda: (
+            live.raw.hget(keys.journal(client.status(cancelled).deliver_at_ms), cancelled)
+            == b"cancelled"
+        ),
+        30,
+        "the drop",
+        [live.scheduler],
+    )
+    assert client.status(cancelled).state == "cancelled"
+    assert [f[b"id"].decode() for _, f in live.raw.xrange(topic)] == [delivered]
+
+
+def test_retry_later_until_the_dlq(live: Live, client: Client) -> None:
+    topic = live.topic()
+    client.send(topic, b"flaky", delay=100)
+    policy = RetryPolicy([200, 200])
+    attempts = []
+    for delivery in client.consume(topic, "workers", block_ms=1_000, retry_policy=policy):
+        attempts.append(delivery.attempt)
+        if not delivery.retry_later():
+            break
+    assert attempts == [1, 2, 3]
+    [(_, dead)] = live.raw.xrange(f"{topic}.DLQ")
+    assert (dead[b"body"], dead[b"attempt"], dead[b"reason"]) == (
+        b"flaky",
+        b"3",
+        b"no retries left after 2",
+    )
+    assert live.raw.xpending(topic, "workers")["pending"] == 0
+
+
+def test_a_crashed_consumer_is_recovered_by_xautoclaim(live: Live, client: Client) -> None:
+    topic = live.topic()
+    ids = set(client.send_many([{"topic": topic, "body": str(n)} for n in range(5)]))
+    crashed = client.consume(topic, "g", consumer="a", block_ms=1_000, batch=10)
+    taken = {next(crashed).id for _ in range(5)}  # read, never acked: consumer a "dies"
+    assert taken == ids
+    survivor = client.consume(topic, "g", consumer="b", block_ms=200, claim_idle_ms=500)
+    recovered = [next(survivor) for _ in range(5)]
+    assert {d.id for d in recovered} == ids
+    for delivery in recovered:
+        delivery.ack()
+    assert live.raw.xpending(topic, "g")["pending"] == 0
+
+
+def test_async_round_trip(live: Live) -> None:
+    topic = live.topic()
+
+    async def scenario() -> None:
+        async with AsyncClient(live.url) as sdk:
+            message_id = await sdk.send(topic, b"async", delay=200)
+            pending = await sdk.send(topic, b"never", delay=60_000)
+            assert await sdk.cancel(pending) is True
+            delivery = await anext(sdk.consume(topic, "g", block_ms=1_000))
+            assert (delivery.id, delivery.body) == (message_id, b"async")
+            await delivery.ack()
+            assert (await sdk.status(message_id)).state == "delivered"
+            assert (await sdk.status(pending)).state == "cancelled"
+
+    asyncio.run(scenario())
+
+
+def test_the_readme_sdk_example_runs(live: Live) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    run_readme_examples(readme, live.url)
+
+
+def run_readme_examples(readme: str, url: str) -> None:
+    """Run every ```python block of the README that is an interactive session."""
+    import doctest
+
+    blocks = [block.split("```", 1)[0] for block in readme.split("```python\n")[1:]]
+    sessions = [block for block in blocks if block.lstrip().startswith(">>>")]
+    assert sessions, "the README has no runnable example"
+    text = "\n".join(sessions).replace("redis://127.0.0.1:6390/0", url)
+    text = text.replace("Client()", f"Client({url!r})")
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(text, {}, "README.md", "README.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0, f"{runner.failures} README example(s) failed"

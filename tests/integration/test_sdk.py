@@ -1,0 +1,305 @@
+"""Client and AsyncClient against a real Redis, with the scheduler's writes simulated
+through the same transport calls the sink makes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from delayline import AsyncClient, Client, Message, RetryPolicy
+from delayline.errors import InvalidMessageIdError, ValidationError
+from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.model import decode_record
+from delayline.timing import now_ms
+from delayline.transports import keys
+from delayline.transports.redis_streams import Deliver, Drop, RedisStreams, Reject
+from delayline.validation import Limits
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[Client]:
+    with Client(redis_url) as sdk:
+        yield sdk
+
+
+def inbound(raw: redis.Redis) -> list[dict[bytes, bytes]]:
+    return [fields for _, fields in raw.xrange(keys.INBOUND)]
+
+
+def sink(redis_url: str, *rows: Deliver | Drop | Reject) -> None:
+    """Write rows exactly as the scheduler's sink would."""
+    streams = RedisStreams.from_url(redis_url)
+    streams.write_chunk(
+        query_id="q",
+        partition=0,
+        batch_id=time.time_ns(),
+        first_row=0,
+        rows=list(rows),
+        delivered_at_ms=now_ms(),
+        journal_ttl_s=3600,
+    )
+    streams.close()
+
+
+def delivered(message_id: str, topic: str = "t", body: bytes = b"x", attempt: int = 1) -> Deliver:
+    return Deliver(
+        topic=topic,
+        id=message_id,
+        body=body,
+        key="",
+        headers="{}",
+        deliver_at_ms=deliver_at_ms_of(message_id),
+        attempt=attempt,
+    )
+
+
+# -- producing -------------------------------------------------------------------------------
+
+
+def test_send_many_sends_all_in_order(client: Client, raw_redis: redis.Redis) -> None:
+    prebuilt = Message.create("t", b"m", now_ms=now_ms(), limits=Limits(), delay=9_000)
+    sent = client.send_many(
+        [
+            {"topic": "a", "body": b"1", "delay": 1_000},
+            {"topic": "b", "body": "2", "level": 3, "key": "k"},
+            prebuilt,
+        ]
+    )
+    assert sent[2] == prebuilt.id
+    records = inbound(raw_redis)
+    assert [r[b"id"].decode() for r in records] == sent
+    assert [r[b"topic"] for r in records] == [b"a", b"b", b"t"]
+    assert client.send_many([]) == []
+
+
+def test_send_many_validates_everything_first(client: Client, raw_redis: redis.Redis) -> None:
+    batch = [{"topic": "ok", "body": b"1"}] * 5 + [{"topic": "ok", "body": b"1", "level": 42}]
+    with pytest.raises(ValidationError) as caught:
+        client.send_many(batch)
+    assert (caught.value.field, caught.value.rule) == ("messages[5].level", "range")
+    with pytest.raises(ValidationError, match="unknown argument 'colour'"):
+        client.send_many([{"topic": "ok", "body": b"1", "colour": "red"}])
+    with pytest.raises(ValidationError, match="message 0: topic is required") as caught:
+        client.send_many([{"body": b"no topic"}])
+    assert caught.value.field == "messages[0].topic"
+    forged = Message(id=new_message_id(1), topic="t", body=b"", deliver_at_ms=2, sent_at_ms=0)
+    with pytest.raises(ValidationError, match="new_message_id"):
+        client.send_many([forged])
+    assert raw_redis.exists(keys.INBOUND) == 0, "a refused batch wrote something"
+
+
+# -- status through every state -------------------------------------------------------------
+
+
+def test_status_through_every_state(client: Client, redis_url: str) -> None:
+    pending = client.send("t", b"x", delay=60_000)
+    assert client.status(pending).state == "pending"
+
+    cancelled = client.send("t", b"x", delay=60_000)
+    assert client.cancel(cancelled) is True
+    assert client.status(cancelled).state == "cancelled"
+    assert client.cancel(cancelled) is True  # idempotent
+
+    shipped = client.send("t", b"x")
+    sink(redis_url, delivered(shipped))
+    status = client.status(shipped)
+    assert status.state == "delivered"
+    assert status.delivered_at_ms is not None
+    assert status.delivered_at_ms >= status.deliver_at_ms
+    assert client.cancel(shipped) is False  # too late
+
+    dropped = client.send("t", b"x")
+    sink(redis_url, Drop(dropped, deliver_at_ms_of(dropped)))
+    assert client.status(dropped).state == "cancelled"
+
+    refused = new_message_id(now_ms())
+    sink(redis_url, Reject([(b"op", b"send")], "topic must be ...", message_id=refused))
+    status = client.status(refused)
+    assert (status.state, status.reason) == ("rejected", "topic must be ...")
+    assert client.cancel(refused) is False
+
+    lost = new_message_id(now_ms() - 3_600_000)  # due an hour ago, and no record anywhere
+    raw = redis.Redis.from_url(redis_url)
+    raw.hset(keys.HEARTBEAT, mapping={"last_batch_at_ms": now_ms()})
+    assert client.status(lost).state == "unknown"
+    assert client.cancel(lost) is False
+    with pytest.raises(InvalidMessageIdError):
+        client.status("nope")
+
+
+def test_cancel_request_expires_with_the_retention(redis_url: str, raw_redis: redis.Redis) -> None:
+    with Client(redis_url, status_retention_ms=60_000) as sdk:
+        message_id = sdk.send("t", b"x", delay=1_000)
+        sdk.cancel(message_id)
+    ttl_s = raw_redis.ttl(keys.cancel_requests(deliver_at_ms_of(message_id)))
+    assert 60 <= ttl_s <= 60 + 2 * 60  # retention past the end of the message's minute
+
+
+# -- consuming --------------------------------------------------------------------------------
+
+
+def test_consume_creates_the_group_and_acks(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    message_id = client.send("orders", b"order-42", key="42", headers={"h": "v"})
+    sink(
+        redis_url,
+        Deliver(
+            topic="orders",
+            id=message_id,
+            body=b"order-42",
+            key="42",
+            headers='{"h":"v"}',
+            deliver_at_ms=deliver_at_ms_of(message_id),
+            attempt=1,
+        ),
+    )
+    delivery = next(client.consume("orders", "billing", block_ms=100))
+    assert (delivery.id, delivery.body, delivery.key, delivery.headers, delivery.attempt) == (
+        message_id,
+        b"order-42",
+        "42",
+        {"h": "v"},
+        1,
+    )
+    assert delivery.delivered_at >= delivery.deliver_at
+    assert raw_redis.xpending("orders", "billing")["pending"] == 1
+    delivery.ack()
+    assert raw_redis.xpending("orders", "billing")["pending"] == 0
+
+
+def test_retry_later_reschedules_the_next_attempt(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    sink(redis_url, delivered(new_message_id(now_ms()), topic="calls", body=b"call-7"))
+    delivery = next(client.consume("calls", "workers", block_ms=100))
+    before = now_ms()
+    assert delivery.retry_later() is True
+    [retry] = inbound(raw_redis)
+    message = decode_record(retry, received_ms=before, limits=Limits())
+    assert isinstance(message, Message)
+    assert (message.topic, message.body, message.attempt) == ("calls", b"call-7", 2)
+    assert before + 10_000 <= message.deliver_at_ms <= now_ms() + 10_000  # RocketMQ retry 1: 10 s
+    assert raw_redis.xpending("calls", "workers")["pending"] == 0  # acked in the same transaction
+
+
+def test_retry_later_with_an_explicit_delay_or_level(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    sink(
+        redis_url,
+        delivered(new_message_id(now_ms()), topic="calls"),
+        delivered(new_message_id(now_ms()), topic="calls"),
+    )
+    deliveries = client.consume("calls", "w", block_ms=100)
+    first, second = next(deliveries), next(deliveries)
+    start = now_ms()
+    first.retry_later(delay=500)
+    second.retry_later(level=5)
+    due = [int(r[b"deliver_at_ms"]) - start for r in inbound(raw_redis)]
+    assert 500 <= due[0] < 1_500
+    assert 60_000 <= due[1] < 61_000
+    sink(redis_url, delivered(new_message_id(now_ms()), topic="calls"))
+    third = next(deliveries)
+    with pytest.raises(ValidationError, match="only one of level or delay"):
+        third.retry_later(level=1, delay=1)
+
+
+def test_retries_used_up_go_to_the_dlq(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    sink(redis_url, delivered(new_message_id(now_ms()), topic="calls", attempt=3))
+    policy = RetryPolicy([100, 100])  # attempt 3 is the second retry: none left
+    delivery = next(client.consume("calls", "w", block_ms=100, retry_policy=policy))
+    assert delivery.retry_later() is False
+    [(_, dead)] = raw_redis.xrange("calls.DLQ")
+    assert dead[b"reason"] == b"no retries left after 2"
+    assert dead[b"attempt"] == b"3"
+    assert raw_redis.exists(keys.INBOUND) == 0
+    assert raw_redis.xpending("calls", "w")["pending"] == 0
+
+
+def test_dead_letter_keeps_the_message_and_the_reason(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    message_id = new_message_id(now_ms())
+    sink(redis_url, delivered(message_id, topic="calls", body=b"poison"))
+    next(client.consume("calls", "w", block_ms=100)).dead_letter("cannot parse body")
+    [(_, dead)] = raw_redis.xrange("calls.DLQ")
+    assert (dead[b"id"], dead[b"body"], dead[b"reason"], dead[b"group"]) == (
+        message_id.encode(),
+        b"poison",
+        b"cannot parse body",
+        b"w",
+    )
+
+
+def test_a_crashed_consumers_entries_are_reclaimed(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    ids = [new_message_id(now_ms()) for _ in range(3)]
+    sink(redis_url, *(delivered(i, topic="jobs") for i in ids))
+    # Consumer A reads the batch and dies before acking anything.
+    crashed = client.consume("jobs", "g", consumer="a", block_ms=100, batch=10)
+    assert {next(crashed).id for _ in range(3)} == set(ids)
+    assert raw_redis.xpending("jobs", "g")["consumers"] == [{"name": b"a", "pending": 3}]
+    # Consumer B keeps trying to claim and gets them once they have been idle 200 ms.
+    survivor = client.consume("jobs", "g", consumer="b", block_ms=100, claim_idle_ms=200)
+    reclaimed = [next(survivor) for _ in range(3)]
+    assert {d.id for d in reclaimed} == set(ids)
+    for delivery in reclaimed:
+        delivery.ack()
+    assert raw_redis.xpending("jobs", "g")["pending"] == 0
+
+
+def test_follow_sees_only_new_entries(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    sink(redis_url, delivered(new_message_id(now_ms()), topic="watch"))  # before: not shown
+    fresh = new_message_id(now_ms())
+    seen: list[str] = []
+
+    def watch() -> None:
+        seen.append(next(client.follow("watch", block_ms=5_000)).id)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    # "$" means "after whatever is last when XREAD starts": wait until it is blocked.
+    deadline = time.monotonic() + 10
+    while not any(c["cmd"] == "xread" for c in raw_redis.client_list()):
+        assert time.monotonic() < deadline, "the follower never blocked on XREAD"
+        time.sleep(0.01)
+    sink(redis_url, delivered(fresh, topic="watch"))
+    watcher.join(10)
+    assert seen == [fresh]
+
+
+# -- asyncio -------------------------------------------------------------------------------------
+
+
+def test_async_client_has_the_same_surface(redis_url: str, raw_redis: redis.Redis) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(redis_url) as sdk:
+            pending = await sdk.send("t", b"x", delay=60_000)
+            assert (await sdk.status(pending)).state == "pending"
+            assert await sdk.cancel(pending) is True
+            assert (await sdk.status(pending)).state == "cancelled"
+            many = await sdk.send_many([{"topic": "t", "body": b"a"}, {"topic": "t", "body": b"b"}])
+            assert len(many) == 2
+            shipped = new_message_id(now_ms())
+            sink(redis_url, delivered(shipped, topic="jobs"))
+            deliveries = sdk.consume("jobs", "g", block_ms=100)
+            delivery = await anext(deliveries)
+            assert delivery.id == shipped
+            assert await delivery.retry_later(delay=100) is True
+            assert (await sdk.status(shipped)).state == "delivered"
+            assert (await sdk.metrics()).stats["delivered"] == 1
+
+    asyncio.run(scenario())
+    assert raw_redis.xpending("jobs", "g")["pending"] == 0
+    assert len(inbound(raw_redis)) == 1 + 1 + 2 + 1  # send, cancel, send_many, retry
