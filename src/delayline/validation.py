@@ -82,9 +82,15 @@ def validate_key(key: object) -> str | None:
     return key
 
 
-def validate_headers(headers: object, limits: Limits) -> dict[str, str]:
-    """Return ``headers`` as a dict if it is a JSON object of strings within the size limit."""
-    if headers is None:
+def validate_headers(
+    headers: object, limits: Limits, *, encoded_bytes: int | None = None
+) -> dict[str, str]:
+    """Return ``headers`` as a dict if it is a JSON object of strings within the size limit.
+
+    ``encoded_bytes`` is the size of the JSON they came from, if any; otherwise
+    their canonical encoding is measured.
+    """
+    if headers is None or headers == {}:
         return {}
     if not isinstance(headers, Mapping) or not all(
         isinstance(name, str) and isinstance(value, str) for name, value in headers.items()
@@ -92,7 +98,7 @@ def validate_headers(headers: object, limits: Limits) -> dict[str, str]:
         raise ValidationError(
             "headers", "type", "headers must be an object mapping strings to strings"
         )
-    size = len(encode_headers(dict(headers)).encode("utf-8"))
+    size = encoded_bytes if encoded_bytes is not None else len(encode_headers(headers).encode())
     if size > limits.max_headers_bytes:
         raise ValidationError(
             "headers",
@@ -109,11 +115,13 @@ def encode_headers(headers: Mapping[str, str]) -> str:
 
 def decode_headers(text: str, limits: Limits) -> dict[str, str]:
     """Parse and validate a headers JSON text. Raises ValidationError."""
+    if not text:
+        return {}
     try:
-        headers = json.loads(text) if text else {}
+        headers = json.loads(text)
     except ValueError as exc:
         raise ValidationError("headers", "json", f"headers are not valid JSON: {exc}") from exc
-    return validate_headers(headers, limits)
+    return validate_headers(headers, limits, encoded_bytes=len(text.encode()))
 
 
 def resolve_deliver_at_ms(

@@ -56,7 +56,6 @@ def deliver_now(redis_url: str, message_id: str) -> None:
                 attempt=1,
             )
         ],
-        delivered_at_ms=now_ms(),
         journal_ttl_s=3600,
     )
     streams.close()
@@ -229,7 +228,6 @@ def test_status_and_cancel(redis_url: str, raw_redis: redis.Redis) -> None:
             batch_id=1,
             first_row=0,
             rows=[Reject([(b"op", b"send")], "bad topic", message_id=refused)],
-            delivered_at_ms=now_ms(),
             journal_ttl_s=3600,
         )
         streams.close()

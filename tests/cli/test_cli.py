@@ -43,7 +43,6 @@ def deliver_now(redis_url: str, message_id: str, topic: str = "t") -> None:
                 attempt=1,
             )
         ],
-        delivered_at_ms=now_ms(),
         journal_ttl_s=3600,
     )
     streams.close()

@@ -10,6 +10,7 @@ import redis
 
 from delayline.errors import ConnectError, TransportError
 from delayline.ids import new_message_id
+from delayline.timing import now_ms
 from delayline.transports import keys
 from delayline.transports.redis_streams import (
     ChunkResult,
@@ -21,7 +22,8 @@ from delayline.transports.redis_streams import (
 )
 from tests.conftest import free_port
 
-DUE_MS = 1_800_000_000_000
+#: A due time one minute ago: these rows go straight to their topics.
+DUE_MS = now_ms() - 60_000
 
 
 @pytest.fixture
@@ -51,7 +53,6 @@ def write(
     first_row: int,
     rows: list[SinkRow],
     *,
-    delivered_at_ms: int = DUE_MS + 40,
     journal_ttl_s: int = 3600,
 ) -> ChunkResult:
     return streams.write_chunk(
@@ -60,7 +61,6 @@ def write(
         batch_id=batch_id,
         first_row=first_row,
         rows=rows,
-        delivered_at_ms=delivered_at_ms,
         journal_ttl_s=journal_ttl_s,
     )
 
@@ -68,24 +68,67 @@ def write(
 def test_a_chunk_writes_topic_entries_in_the_documented_format(
     streams: RedisStreams, raw_redis: redis.Redis
 ) -> None:
+    before_ms = now_ms()
     result = write(streams, 0, 0, [deliver("A"), deliver("B", topic="other")])
     assert (result.delivered, result.duplicates) == (2, 0)
-    [(_, fields)] = raw_redis.xrange("orders")
+    [(entry_id, fields)] = raw_redis.xrange("orders")
+    delivered_at_ms = int(fields.pop(b"delivered_at_ms"))
     assert fields == {
         b"id": b"A",
         b"body": b"\x00A",
         b"key": b"k",
         b"headers": b'{"h":"v"}',
         b"deliver_at_ms": str(DUE_MS).encode(),
-        b"delivered_at_ms": str(DUE_MS + 40).encode(),
         b"attempt": b"1",
     }
+    # Stamped by Redis's clock, the one that made the entry id.
+    assert before_ms - 1_000 <= delivered_at_ms == int(entry_id.split(b"-")[0])
     assert raw_redis.xlen("other") == 1
-    assert raw_redis.hget(keys.journal(DUE_MS), "A") == str(DUE_MS + 40).encode()
+    assert raw_redis.hget(keys.journal(DUE_MS), "A") == str(delivered_at_ms).encode()
     assert 0 < raw_redis.ttl(keys.journal(DUE_MS)) <= 3600
     assert stats(raw_redis)["delivered"] == 2
-    # 40 ms late falls in the <=50 bucket; "sum" is the total lateness in ms.
-    assert raw_redis.hgetall(keys.LATENESS) == {b"50": b"2", b"sum": b"80"}
+    lateness = {k.decode(): int(v) for k, v in raw_redis.hgetall(keys.LATENESS).items()}
+    total_ms = lateness.pop("sum")
+    assert sum(lateness.values()) == 2  # one histogram count per delivery
+    assert 2 * 60_000 <= total_ms < 2 * 70_000
+
+
+def test_a_message_not_yet_due_waits_in_the_outbox_for_the_pump(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    due_ms = now_ms() + 1_500
+    soon = deliver(new_message_id(due_ms), due_ms=due_ms)
+    write(streams, 0, 0, [soon])
+    assert raw_redis.xlen("orders") == 0
+    assert raw_redis.zscore(keys.OUTBOX, soon.id) == due_ms
+    early = streams.pump(100, 3600)
+    assert (early.moved, early.next_due_ms) == (0, due_ms)
+    deadline = time.monotonic() + 10
+    while streams.pump(100, 3600).moved == 0:
+        assert time.monotonic() < deadline, "the pump never delivered"
+        time.sleep(0.01)
+    [(entry_id, fields)] = raw_redis.xrange("orders")
+    assert fields[b"id"] == soon.id.encode()
+    assert int(entry_id.split(b"-")[0]) >= due_ms  # never early, by Redis's clock
+    assert raw_redis.zcard(keys.OUTBOX) == 0
+    assert raw_redis.hlen(keys.OUTBOX_DATA) == 0
+    assert stats(raw_redis)["delivered"] == 1
+
+
+def test_an_sdk_cancel_wins_while_the_message_is_in_the_outbox(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    due_ms = now_ms() + 300
+    doomed = deliver(new_message_id(due_ms), due_ms=due_ms)
+    write(streams, 0, 0, [doomed])
+    raw_redis.hset(keys.cancel_requests(due_ms), doomed.id, now_ms())  # what Client.cancel writes
+    deadline = time.monotonic() + 10
+    while streams.pump(100, 3600).moved == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert raw_redis.exists("orders") == 0
+    assert raw_redis.hget(keys.journal(due_ms), doomed.id) == b"cancelled"
+    assert stats(raw_redis)["dropped"] == 1
 
 
 def test_a_replayed_batch_resumes_after_the_last_chunk_that_landed(

@@ -40,7 +40,6 @@ def sink(redis_url: str, *rows: Deliver | Drop | Reject) -> None:
         batch_id=time.time_ns(),
         first_row=0,
         rows=list(rows),
-        delivered_at_ms=now_ms(),
         journal_ttl_s=3600,
     )
     streams.close()

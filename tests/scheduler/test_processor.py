@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from delayline import timing
 from delayline.model import Cancel, Message
-from delayline.scheduler import schemas
+from delayline.scheduler import packs
 from delayline.scheduler.processor import WheelProcessor
-from delayline.scheduler.records import to_source_row
+from delayline.scheduler.records import to_packed
 from delayline.validation import Limits
 
 TICK_MS = 100
@@ -20,7 +18,6 @@ SHARDS = 1  # one key per slot keeps the tests about timing, not hashing
 LEAD_MS = 300
 RETENTION_MS = 60_000
 T0 = 1_800_000_000_000
-SourceRow = Row(*schemas.SOURCE.fieldNames())
 
 
 class Wheel:
@@ -35,32 +32,39 @@ class Wheel:
     def message(self, deliver_at_ms: int) -> Message:
         return Message.create("t", b"x", now_ms=T0, limits=Limits(), deliver_at=deliver_at_ms)
 
-    def row(self, record: dict[bytes, bytes]) -> Any:
+    def row(self, record: dict[bytes, bytes]) -> Row:
         self._entries += 1
-        fields = to_source_row(
+        key, data = to_packed(
             f"{T0}-{self._entries}", record, limits=Limits(), tick_ms=TICK_MS, shards=SHARDS
         )
-        return SourceRow(*fields)
+        return Row(wheel_key=key, pack=data)
 
-    def feed(self, *records: Message | Cancel) -> list[Row]:
-        """One batch of records; all must share a wheel key. Returns the rows emitted."""
+    def feed(self, *records: Message | Cancel) -> list[packs.Record]:
+        """One batch of records; all must share a wheel key. Returns the records emitted."""
         rows = [self.row(record.to_record()) for record in records]
         keys = {row.wheel_key for row in rows}
         assert len(keys) == 1
-        return self.tester.test(keys.pop(), rows)
+        return emitted(self.tester.test(keys.pop(), rows))
 
-    def advance_to(self, now_ms: int) -> list[Row]:
+    def advance_to(self, now_ms: int) -> list[packs.Record]:
         """Move processing time forward; returns what expired timers emitted."""
         self.clock_ms = now_ms
-        return list(self.tester.setProcessingTime(now_ms))
+        return emitted(self.tester.setProcessingTime(now_ms))
 
-    def pending(self, deliver_at_ms: int) -> list[tuple[Any, ...]]:
+    def stored(self, deliver_at_ms: int) -> list[packs.Record]:
+        """The records held in state for the slot of ``deliver_at_ms``."""
         key = timing.wheel_key(timing.slot_start_ms(deliver_at_ms, TICK_MS), 0)
-        return self.tester.peekListState("messages", key)
+        return [
+            r for (data,) in self.tester.peekListState("entries", key) for r in packs.unpack(data)
+        ]
 
 
-def ids_of(rows: list[Row], kind: str) -> set[str]:
-    return {row.id for row in rows if row.kind == kind}
+def emitted(rows: list[Row]) -> list[packs.Record]:
+    return [record for row in rows for record in packs.unpack(row.pack)]
+
+
+def ids_of(records: list[packs.Record], kind: int) -> set[str]:
+    return {record.id for record in records if record.kind == kind}
 
 
 @pytest.fixture
@@ -68,17 +72,22 @@ def wheel() -> Wheel:
     return Wheel()
 
 
-def test_a_slot_fires_all_its_messages_at_once(wheel: Wheel) -> None:
+def test_a_slot_fires_all_its_messages(wheel: Wheel) -> None:
     due_ms = T0 + 10_000
     messages = [wheel.message(due_ms + offset) for offset in (0, 10, 50, 99)]
     assert wheel.feed(*messages) == []  # stored, nothing out yet
-    assert len(wheel.pending(due_ms)) == 4
-
-    assert wheel.advance_to(due_ms - LEAD_MS - 1) == []  # one ms before the timer
-    fired = wheel.advance_to(due_ms - LEAD_MS)  # fires lead_ms early; the sink holds
-    assert ids_of(fired, schemas.DELIVER) == {m.id for m in messages}
-    assert {row.deliver_at_ms for row in fired} == {m.deliver_at_ms for m in messages}
-    assert wheel.pending(due_ms) == []
+    assert len(wheel.stored(due_ms)) == 4
+    assert wheel.advance_to(due_ms - LEAD_MS - 1) == []  # one ms before the slot's timer
+    emitted_at: dict[str, int] = {}
+    for now_ms in range(due_ms - LEAD_MS, due_ms + TICK_MS):  # walk through the slot
+        for record in wheel.advance_to(now_ms):
+            assert record.kind == packs.DELIVER
+            assert record.id not in emitted_at, "emitted twice"
+            emitted_at[record.id] = now_ms
+    assert set(emitted_at) == {m.id for m in messages}
+    for message in messages:  # each leaves lead_ms ahead of its time; the sink holds it
+        assert emitted_at[message.id] == message.deliver_at_ms - LEAD_MS
+    assert wheel.stored(due_ms) == []
     assert wheel.advance_to(due_ms + 5_000) == []  # fired once, never again
 
 
@@ -89,7 +98,7 @@ def test_output_rows_carry_the_whole_message(wheel: Wheel) -> None:
     wheel.feed(message)
     [row] = wheel.advance_to(message.deliver_at_ms)
     assert (row.kind, row.id, row.topic, row.body, row.key, row.headers, row.attempt) == (
-        schemas.DELIVER,
+        packs.DELIVER,
         message.id,
         "orders",
         b"\x00body",
@@ -107,8 +116,8 @@ def test_a_cancel_before_the_fire_wins(wheel: Wheel) -> None:
     wheel.advance_to(T0 + 5_000)
     assert wheel.feed(Cancel(cancel.id, T0 + 5_000)) == []
     fired = wheel.advance_to(due_ms)
-    assert ids_of(fired, schemas.DELIVER) == {keep.id}
-    assert ids_of(fired, schemas.DROP) == {cancel.id}
+    assert ids_of(fired, packs.DELIVER) == {keep.id}
+    assert ids_of(fired, packs.DROP) == {cancel.id}
 
 
 def test_a_cancel_that_arrives_before_its_message_still_wins(wheel: Wheel) -> None:
@@ -118,26 +127,26 @@ def test_a_cancel_that_arrives_before_its_message_still_wins(wheel: Wheel) -> No
     wheel.advance_to(T0 + 1_000)
     assert wheel.feed(message) == []
     fired = wheel.advance_to(due_ms)
-    assert ids_of(fired, schemas.DELIVER) == set()
-    assert ids_of(fired, schemas.DROP) == {message.id}
+    assert ids_of(fired, packs.DELIVER) == set()
+    assert ids_of(fired, packs.DROP) == {message.id}
 
 
 def test_a_cancel_in_the_same_batch_as_its_message_wins(wheel: Wheel) -> None:
     message = wheel.message(T0 + 10_000)
     wheel.feed(message, Cancel(message.id, T0))
-    assert ids_of(wheel.advance_to(T0 + 10_000), schemas.DELIVER) == set()
+    assert ids_of(wheel.advance_to(T0 + 10_000), packs.DELIVER) == set()
 
 
 def test_a_past_due_message_is_emitted_immediately(wheel: Wheel) -> None:
     past = wheel.message(T0 - 5_000)
     emitted = wheel.feed(past)
-    assert ids_of(emitted, schemas.DELIVER) == {past.id}
-    assert wheel.pending(past.deliver_at_ms) == []
+    assert ids_of(emitted, packs.DELIVER) == {past.id}
+    assert wheel.stored(past.deliver_at_ms) == []
 
 
 def test_a_message_due_within_the_lead_is_emitted_immediately(wheel: Wheel) -> None:
     soon = wheel.message(T0 + LEAD_MS - 1)  # its slot's timer would already be past
-    assert ids_of(wheel.feed(soon), schemas.DELIVER) == {soon.id}
+    assert ids_of(wheel.feed(soon), packs.DELIVER) == {soon.id}
 
 
 def test_a_late_message_loses_to_a_cancel_kept_after_the_slot_fired(wheel: Wheel) -> None:
@@ -146,23 +155,32 @@ def test_a_late_message_loses_to_a_cancel_kept_after_the_slot_fired(wheel: Wheel
     wheel.feed(Cancel(message.id, T0))
     wheel.advance_to(due_ms + 5_000)  # the slot fires with nothing to deliver
     emitted = wheel.feed(message)  # the message arrives late, e.g. from a slow producer
-    assert ids_of(emitted, schemas.DELIVER) == set()
-    assert ids_of(emitted, schemas.DROP) == {message.id}
+    assert ids_of(emitted, packs.DELIVER) == set()
+    assert ids_of(emitted, packs.DROP) == {message.id}
 
 
 def test_cancels_are_forgotten_after_the_retention(wheel: Wheel) -> None:
     due_ms = T0 + 1_000
     message = wheel.message(due_ms)
     wheel.feed(Cancel(message.id, T0))
-    key = timing.wheel_key(timing.slot_start_ms(due_ms, TICK_MS), 0)
     wheel.advance_to(due_ms)
-    assert wheel.tester.peekListState("cancels", key) == [(message.id,)]
+    assert [(r.kind, r.id) for r in wheel.stored(due_ms)] == [(packs.CANCEL, message.id)]
     wheel.advance_to(timing.slot_start_ms(due_ms, TICK_MS) + RETENTION_MS)
-    assert wheel.tester.peekListState("cancels", key) == []
+    assert wheel.stored(due_ms) == []
+
+
+def test_a_firing_keeps_what_is_not_due_within_the_lead(wheel: Wheel) -> None:
+    soon, later = wheel.message(T0 + 10_000), wheel.message(T0 + 10_000 + TICK_MS - 1)
+    wheel.feed(soon, later)
+    assert ids_of(wheel.advance_to(T0 + 10_000 - LEAD_MS), packs.DELIVER) == {soon.id}
+    assert [r.id for r in wheel.stored(soon.deliver_at_ms)] == [later.id]
+    assert ids_of(wheel.advance_to(later.deliver_at_ms - LEAD_MS), packs.DELIVER) == {later.id}
+    assert wheel.stored(soon.deliver_at_ms) == []
 
 
 def test_rejects_pass_straight_through(wheel: Wheel) -> None:
     row = wheel.row({b"v": b"1", b"op": b"nope"})
-    [out] = wheel.tester.test(row.wheel_key, [row])
-    assert (out.kind, out.inbound_id, out.raw) == (schemas.REJECT, row.inbound_id, row.raw)
+    [out] = emitted(wheel.tester.test(row.wheel_key, [row]))
+    assert out.kind == packs.REJECT
     assert "unknown op" in out.reason
+    assert packs.decode_fields(out.body) == [(b"v", b"1"), (b"op", b"nope")]

@@ -1,24 +1,23 @@
 """The timing wheel as a Spark stateful processor.
 
-Each state key is one (slot, shard) of the wheel. Its pending messages sit in a
-RocksDB list state, its cancels in another, and one processing-time timer fires
-the slot ``fire_lead_ms`` before it starts (the sink holds each message until it
-is due, so firing early never delivers early). Per key and batch the processor
-makes one ``appendList`` per list and one ``registerTimer``: every state call is
-a round trip to the JVM.
+Each state key is one (slot, shard) of the wheel. Its messages and cancels sit
+in one RocksDB list state, a pack per batch that touched the key (see
+:mod:`delayline.scheduler.packs`), so every state call costs per key, not per
+message. A processing-time timer fires the slot ``fire_lead_ms`` before it
+starts. Each firing emits the messages due within the lead (the sink holds
+each one until its exact time), puts the rest back, and arms the timer for the
+next one: a two-level wheel, with coarse slots in RocksDB and the fine timing in
+the sink.
 
-Output rows are ``deliver`` (due, not cancelled), ``drop`` (due, cancelled) and
-``reject`` (passed straight through from the source).
-
-It uses the Row API (``transformWithState``), not the pandas one: a wheel key
-holds a handful of rows per batch, and in PySpark 4.3 the pandas path builds a
-DataFrame per key on the way in and another on the way out, about 1 ms per key
-against tens of microseconds here (see docs/benchmarks.md).
+Cancels are applied when their message is emitted. A cancel that arrives
+before its message still wins, and cancels are kept ``cancel_retention_ms``
+past their slot for messages that arrive late.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Row
@@ -30,13 +29,11 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from delayline import timing
-from delayline.scheduler import schemas
-
-OutputRow = Row(*schemas.OUTPUT_COLUMNS)
+from delayline.scheduler import packs, schemas
 
 
 class WheelProcessor(StatefulProcessor):
-    """Holds messages per wheel key until their slot fires; applies cancels then."""
+    """Holds packs per wheel key; emits what is due, drops what is cancelled."""
 
     def __init__(self, fire_lead_ms: int, cancel_retention_ms: int) -> None:
         self._fire_lead_ms = fire_lead_ms
@@ -44,66 +41,87 @@ class WheelProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._messages = handle.getListState("messages", schemas.MESSAGE_STATE)
-        self._cancels = handle.getListState("cancels", schemas.CANCEL_STATE)
+        self._entries = handle.getListState("entries", schemas.ENTRIES)
 
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[Any], timerValues: TimerValues
     ) -> Iterator[Row]:
         slot_ms, _shard = timing.split_wheel_key(key[0])
+        incoming = b"".join(row.pack for row in rows)
         if slot_ms == timing.REJECT_SLOT_MS:
-            for row in rows:
-                yield OutputRow(*(row[name] for name in schemas.OUTPUT_COLUMNS))
+            yield Row(pack=incoming)
             return
-        sends: list[tuple[Any, ...]] = []
-        cancel_ids: list[tuple[str]] = []
-        for row in rows:
-            if row.kind == schemas.SEND:
-                sends.append(tuple(row[name] for name in schemas.MESSAGE_STATE_COLUMNS))
-            else:
-                cancel_ids.append((row.id,))
-        if cancel_ids:
-            self._cancels.appendList(cancel_ids)
-        fire_at_ms = slot_ms - self._fire_lead_ms
-        if fire_at_ms > timerValues.getCurrentProcessingTimeInMs():
-            if sends:
-                self._messages.appendList(sends)
-            self._handle.registerTimer(fire_at_ms)
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        if slot_ms - self._fire_lead_ms > now_ms:
+            # A future slot: store, and arm its timer (idempotent).
+            self._entries.appendList([(incoming,)])
+            self._handle.registerTimer(slot_ms - self._fire_lead_ms)
             return
-        # The slot is already firing: deliver now rather than a batch later via a timer.
-        if cancel_ids:
-            self._handle.registerTimer(slot_ms + self._cancel_retention_ms)
-        if sends:
-            yield from _outcomes(sends, self._cancelled_ids())
+        # The slot is firing already: deliver now rather than a batch later.
+        yield from self._fire(slot_ms, now_ms, incoming)
 
     def handleExpiredTimer(
         self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
         slot_ms, _shard = timing.split_wheel_key(key[0])
-        pending = list(self._messages.get())
-        cancelled = self._cancelled_ids()
-        if pending:
-            self._messages.clear()
-        # Cancels outlive the slot a while, so a message that arrives late still loses.
-        cleanup_at_ms = slot_ms + self._cancel_retention_ms
-        if cancelled and expiredTimerInfo.getExpiryTimeInMs() < cleanup_at_ms:
-            self._handle.registerTimer(cleanup_at_ms)
-        elif cancelled:
-            self._cancels.clear()
-        yield from _outcomes(pending, cancelled)
+        yield from self._fire(slot_ms, timerValues.getCurrentProcessingTimeInMs(), b"")
+
+    def _fire(self, slot_ms: int, now_ms: int, incoming: bytes) -> Iterator[Row]:
+        stored = b"".join(entry[0] for entry in self._entries.get())
+        plan = plan_firing(
+            stored + incoming,
+            now_ms=now_ms,
+            lead_ms=self._fire_lead_ms,
+            cancels_until_ms=slot_ms + self._cancel_retention_ms,
+        )
+        if plan.keep and plan.keep != stored:
+            self._entries.put([(plan.keep,)])
+        elif not plan.keep and stored:
+            self._entries.clear()
+        if plan.next_fire_ms is not None:
+            self._handle.registerTimer(plan.next_fire_ms)
+        if plan.out:
+            yield Row(pack=plan.out)
 
     def close(self) -> None:
         pass
 
-    def _cancelled_ids(self) -> set[str]:
-        return {row[0] for row in self._cancels.get()}
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """A slot firing: ``out`` to the sink, ``keep`` back in state, a timer at ``next_fire_ms``."""
+
+    out: bytes
+    keep: bytes
+    next_fire_ms: int | None
 
 
-_ID = schemas.MESSAGE_STATE_COLUMNS.index("id")
+def plan_firing(data: bytes, *, now_ms: int, lead_ms: int, cancels_until_ms: int) -> Firing:
+    """Split a key's records: emit what is due by ``now_ms + lead_ms``, keep the rest.
 
-
-def _outcomes(messages: Iterable[tuple[Any, ...]], cancelled: set[str]) -> Iterator[Row]:
-    """Output rows for due messages: ``drop`` if cancelled, else ``deliver``."""
-    for message in messages:
-        kind = schemas.DROP if message[_ID] in cancelled else schemas.DELIVER
-        yield OutputRow(kind, *message, None, None)
+    Emitted sends become ``deliver``, or ``drop`` if any cancel names them.
+    Cancels stay until ``cancels_until_ms``, so that a late message still
+    loses. The next timer is set for the earliest kept message, or for the
+    cancels' expiry if only cancels remain.
+    """
+    records = list(packs.scan(data))
+    cancelled = {record.id for record in records if record.kind == packs.CANCEL}
+    horizon_ms = now_ms + lead_ms
+    out: list[bytes] = []
+    keep: list[bytes] = []
+    next_due_ms: int | None = None
+    for record in records:
+        if record.kind == packs.CANCEL:
+            if now_ms < cancels_until_ms:
+                keep.append(record.raw)
+        elif record.deliver_at_ms <= horizon_ms:
+            out.append(record.relabelled(packs.DROP if record.id in cancelled else packs.DELIVER))
+        else:
+            keep.append(record.raw)
+            if next_due_ms is None or record.deliver_at_ms < next_due_ms:
+                next_due_ms = record.deliver_at_ms
+    if next_due_ms is not None:
+        next_fire_ms: int | None = next_due_ms - lead_ms
+    else:
+        next_fire_ms = cancels_until_ms if keep else None
+    return Firing(b"".join(out), b"".join(keep), next_fire_ms)

@@ -1,6 +1,6 @@
-"""Inbound record -> source row: decode, validate, and key by (slot, shard).
+"""Inbound record -> (wheel key, packed record): decode, validate, key by (slot, shard).
 
-A record that fails for any reason becomes a reject row carrying its original
+A record that fails for any reason becomes a reject carrying its original
 fields and the reason; nothing here raises, so bad input never stops the query.
 """
 
@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
-from typing import Any
 
 from delayline import ids, timing
 from delayline.errors import DelaylineError
 from delayline.model import Cancel, decode_record
-from delayline.scheduler.schemas import CANCEL, REJECT, SEND
-from delayline.validation import Limits, encode_headers
-
-SourceRow = tuple[Any, ...]
+from delayline.scheduler import packs
+from delayline.validation import Limits
 
 
 def entry_time_ms(entry_id: str) -> int:
@@ -24,65 +21,54 @@ def entry_time_ms(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-def to_source_row(
+def to_packed(
     entry_id: str, fields: Mapping[bytes, bytes], *, limits: Limits, tick_ms: int, shards: int
-) -> SourceRow:
-    """The source row (schemas.SOURCE column order) for one inbound stream entry."""
+) -> tuple[int, bytes]:
+    """The wheel key and the pack-format record for one inbound stream entry."""
     try:
         record = decode_record(fields, received_ms=entry_time_ms(entry_id), limits=limits)
     except DelaylineError as exc:
-        return reject_row(entry_id, fields, str(exc), shards=shards)
+        return reject(entry_id, fields, str(exc), shards=shards)
     key = timing.wheel_key(
         timing.slot_start_ms(record.deliver_at_ms, tick_ms), ids.shard_of(record.id, shards)
     )
     if isinstance(record, Cancel):
-        return (
-            CANCEL,
-            key,
-            entry_id,
-            record.id,
-            None,
-            None,
-            None,
-            None,
-            record.deliver_at_ms,
-            None,
-            None,
-            None,
+        return key, packs.encode(
+            packs.Record(packs.CANCEL, record.deliver_at_ms, record.id, entry_id)
         )
-    return (
-        SEND,
-        key,
-        entry_id,
-        record.id,
-        record.topic,
-        record.body,
-        record.key or "",
-        encode_headers(record.headers),
-        record.deliver_at_ms,
-        record.attempt,
-        None,
-        None,
+    return key, packs.encode(
+        packs.Record(
+            kind=packs.SEND,
+            deliver_at_ms=record.deliver_at_ms,
+            id=record.id,
+            inbound_id=entry_id,
+            topic=record.topic,
+            body=record.body,
+            key=record.key or "",
+            # Validated JSON as the producer wrote it: no need to encode it again.
+            headers=fields.get(b"headers", b"").decode() or "{}",
+            attempt=record.attempt,
+        )
     )
 
 
-def reject_row(
+def reject(
     entry_id: str, fields: Mapping[bytes, bytes], reason: str, *, shards: int
-) -> SourceRow:
-    """A reject row: spread over the reject slot's shards, original fields kept."""
+) -> tuple[int, bytes]:
+    """A reject, spread over the reject slot's shards, with the original fields kept.
+
+    Its ``id`` is the claimed id of a refused *send* (so ``status`` can answer
+    "rejected"); a bad cancel says nothing about its id.
+    """
     shard = zlib.crc32(entry_id.encode()) % shards
-    raw = [part for name, value in fields.items() for part in (name, value)]
-    return (
-        REJECT,
-        timing.wheel_key(timing.REJECT_SLOT_MS, shard),
-        entry_id,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        reason,
-        raw,
+    claimed = fields.get(b"id", b"").decode("ascii", "replace")
+    is_send = fields.get(b"op") == b"send" and ids.is_message_id(claimed)
+    record = packs.Record(
+        kind=packs.REJECT,
+        deliver_at_ms=0,
+        id=claimed if is_send else "",
+        inbound_id=entry_id,
+        body=packs.encode_fields(fields.items()),
+        reason=reason,
     )
+    return timing.wheel_key(timing.REJECT_SLOT_MS, shard), packs.encode(record)

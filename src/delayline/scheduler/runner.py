@@ -6,6 +6,7 @@ import contextlib
 import time
 import uuid
 from datetime import datetime
+from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -14,6 +15,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import DelaylineError, SchedulerError
 from delayline.scheduler.job import start_query
+from delayline.scheduler.pump import Pump
 from delayline.scheduler.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import to_epoch_ms
@@ -28,6 +30,7 @@ class Scheduler:
         self._run_token = uuid.uuid4().hex
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
+        self._pump = Pump(settings.redis_url, settings.journal_retention_ms // 1000)
         self._last_reported_batch = -1
 
     def start(self) -> None:
@@ -40,6 +43,7 @@ class Scheduler:
             self._query = start_query(self._spark, self.settings, self._run_token)
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
+        self._pump.start()
 
     def wait_ready(self, timeout_s: float = 300.0) -> None:
         """Block until the first batch has completed: then deliveries flow at full speed.
@@ -61,10 +65,14 @@ class Scheduler:
         """The query id, stable across restarts on the same checkpoint."""
         return str(self._running_query().id)
 
+    def recent_progress(self) -> list[dict[str, Any]]:
+        """Spark's progress events of the last batches (up to 100), oldest first."""
+        return [dict(event) for event in self._running_query().recentProgress]
+
     def completed_batches(self) -> list[tuple[int, int, int]]:
         """Batches completed since the last call: (batch_id, started_at_ms, duration_ms)."""
         fresh = []
-        for progress in self._running_query().recentProgress:
+        for progress in self.recent_progress():
             if progress["batchId"] > self._last_reported_batch:
                 started_ms = to_epoch_ms(datetime.fromisoformat(progress["timestamp"]))
                 duration_ms = int(progress["durationMs"].get("triggerExecution", 0))
@@ -78,6 +86,8 @@ class Scheduler:
         query = self._running_query()
         if not query.isActive:
             raise SchedulerError(f"the scheduler query stopped: {_headline(query.exception())}")
+        if not self._pump.alive:
+            raise SchedulerError("the outbox pump stopped")
 
     def stop(self, drain_timeout_s: float = 60.0) -> None:
         """Let the running batch finish, then stop the query and Spark.
@@ -93,6 +103,7 @@ class Scheduler:
             with contextlib.suppress(DelaylineError):
                 self._drain(query, drain_timeout_s)
             query.stop()
+        self._pump.stop()
         spark, self._spark = self._spark, None
         if spark is not None:
             spark.stop()

@@ -89,6 +89,10 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
         .config("spark.sql.streaming.stateStore.encodingFormat", "avro")
         # Each no-data batch adds checkpoint files; keep the tail short.
         .config("spark.sql.streaming.minBatchesToRetain", "20")
+        .config(
+            "spark.hadoop.fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.RawLocalFs"
+        )
+        .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

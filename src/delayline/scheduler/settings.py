@@ -36,13 +36,13 @@ class SchedulerSettings:
     master: str | None = None
     #: Where Spark keeps offsets and state; any Hadoop URI. None: <data_dir>/checkpoint.
     checkpoint: str | None = None
-    tick_ms: int = 100
+    tick_ms: int = 500
     shards: int = 4
     state_partitions: int = 2
     trigger_ms: int = 250
-    fire_lead_ms: int = 300
+    fire_lead_ms: int = 1000
     max_batch_rows: int = 50_000
-    source_partitions: int = 1
+    source_partitions: int = 2
     #: A cancel is kept this long after its slot is due, for a message that arrives late.
     cancel_retention_ms: int = 3_600_000
     #: Delivered ids are remembered this long (dedupe by id, and status); 0 turns it off.

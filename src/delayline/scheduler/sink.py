@@ -1,4 +1,4 @@
-"""The idempotent sink: due messages to their topic streams, rejects to the rejects stream.
+"""The idempotent sink: messages to their topic streams (or the outbox), rejects to theirs.
 
 Exactly once, even when Spark replays a batch after a crash: a replayed batch
 has the same rows (same input range, same restored state, same batch
@@ -7,14 +7,15 @@ A marker per (query, partition) records how many rows of the current batch are
 written; every chunk is written together with the marker in one Lua script, so
 a replay resumes exactly after the last chunk that landed. See docs/design.md.
 
-Never early: rows are written only once the executor's clock has reached their
-``deliver_at_ms``; slots fire a little ahead so that this wait, not the batch
-latency, decides when a message goes out.
+Never early: a message goes to its topic only once Redis's clock has reached
+its ``deliver_at_ms``. One emitted ahead of its time (slots fire
+``fire_lead_ms`` early) waits in the outbox, and the pump
+(:mod:`delayline.scheduler.pump`) delivers it on time. The sink itself never
+waits, so a batch is never longer than its work.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -26,15 +27,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from delayline import ids
-from delayline.scheduler import schemas
+from delayline.scheduler import packs, schemas
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import id_order, streams_for
 from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
 from delayline.transports.redis_streams import ChunkResult, Deliver, Drop, Reject, SinkRow
 
-#: Rows per Lua call: big enough to amortize the round trip, small enough not to
+#: Rows per Lua call: enough to amortize the round trip, few enough not to
 #: block Redis for long.
 MAX_CHUNK_ROWS = 500
 
@@ -42,95 +42,68 @@ MAX_CHUNK_ROWS = 500
 #: is kept under "original.<name>".
 REJECT_FIELDS = (b"reason", b"rejected_at_ms", b"inbound_id")
 
-DueRow = tuple[int, SinkRow]
 
+def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list[SinkRow]:
+    """A partition's output records as sink rows, in the one order every replay uses.
 
-def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list[DueRow]:
-    """A partition's output rows as (due ms, row), in the one order every replay uses.
-
-    Rejects and drops come first (due 0: nothing to wait for), then deliveries by
-    (deliver_at_ms, inbound id). Inbound ids are unique, so the order is total.
+    Rejects and drops first, then deliveries by (deliver_at_ms, inbound id).
+    Inbound ids are unique, so the order is total.
     """
-    keyed: list[tuple[tuple[int, int, int], DueRow]] = []
+    keyed: list[tuple[tuple[int, int, int], SinkRow]] = []
     for batch in batches:
-        for row in batch.to_pylist():
-            inbound = id_order(row["inbound_id"])
-            kind = row["kind"]
-            if kind == schemas.DELIVER:
-                due = row["deliver_at_ms"]
-                sink_row: SinkRow = Deliver(
-                    topic=row["topic"],
-                    id=row["id"],
-                    body=row["body"],
-                    key=row["key"] or "",
-                    headers=row["headers"] or "{}",
-                    deliver_at_ms=due,
-                    attempt=row["attempt"],
-                )
-            elif kind == schemas.DROP:
-                due = 0
-                sink_row = Drop(id=row["id"], deliver_at_ms=row["deliver_at_ms"])
-            else:
-                due = 0
-                sink_row = _reject(row, rejected_at_ms)
-            keyed.append(((due, *inbound), (due, sink_row)))
+        for data in batch.column("pack").to_pylist():
+            for record in packs.unpack(data):
+                due_ms, row = _sink_row(record, rejected_at_ms)
+                keyed.append(((due_ms, *id_order(record.inbound_id)), row))
     keyed.sort(key=lambda item: item[0])
-    return [due_row for _, due_row in keyed]
+    return [row for _, row in keyed]
 
 
-def _reject(row: dict[str, object], rejected_at_ms: int) -> Reject:
-    raw = row["raw"] or []
-    assert isinstance(raw, list)
-    original = dict(zip(raw[0::2], raw[1::2], strict=True))
+def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
+    if record.kind == packs.DELIVER:
+        deliver = Deliver(
+            topic=record.topic,
+            id=record.id,
+            body=record.body,
+            key=record.key,
+            headers=record.headers or "{}",
+            deliver_at_ms=record.deliver_at_ms,
+            attempt=record.attempt,
+        )
+        return record.deliver_at_ms, deliver
+    if record.kind == packs.DROP:
+        return 0, Drop(id=record.id, deliver_at_ms=record.deliver_at_ms)
     fields = [
         (b"original." + name if name in REJECT_FIELDS else name, value)
-        for name, value in original.items()
+        for name, value in packs.decode_fields(record.body)
     ]
-    reason = str(row["reason"])
     fields += [
-        (b"reason", reason.encode()),
+        (b"reason", record.reason.encode()),
         (b"rejected_at_ms", str(rejected_at_ms).encode()),
-        (b"inbound_id", str(row["inbound_id"]).encode()),
+        (b"inbound_id", record.inbound_id.encode()),
     ]
-    # Only a refused *send* says anything about its id: a bad cancel does not
-    # make a pending message "rejected".
-    claimed_id = original.get(b"id", b"").decode("ascii", "replace")
-    is_send = original.get(b"op") == b"send" and ids.is_message_id(claimed_id)
-    return Reject(fields, reason, claimed_id if is_send else None)
+    return 0, Reject(fields, record.reason, record.id or None)
 
 
-ChunkWriter = Callable[[int, Sequence[SinkRow], int], ChunkResult]
+ChunkWriter = Callable[[int, Sequence[SinkRow]], ChunkResult]
 
 
-def write_when_due(
-    rows: Sequence[DueRow],
+def write_in_chunks(
+    rows: Sequence[SinkRow],
     first_row: int,
     write_chunk: ChunkWriter,
     *,
-    clock: Callable[[], int] = now_ms,
-    sleep: Callable[[float], None] = time.sleep,
     max_chunk_rows: int = MAX_CHUNK_ROWS,
 ) -> list[ChunkResult]:
-    """Write ``rows[first_row:]`` in order, each chunk only once all its rows are due.
+    """Write ``rows[first_row:]`` in order, ``max_chunk_rows`` at a time.
 
-    ``write_chunk(first, rows, delivered_at_ms)`` must write atomically and
-    report where the partition's marker stands after it; writing goes on from
-    there. ``delivered_at_ms`` is read from ``clock`` once every row of the
-    chunk is due.
+    ``write_chunk(first, rows)`` must write atomically and report where the
+    partition's marker stands after it; writing goes on from there.
     """
     results = []
     index = first_row
     while index < len(rows):
-        now = clock()
-        due_ms = rows[index][0]
-        if due_ms > now:
-            sleep((due_ms - now) / 1000)
-            continue
-        end = index
-        while end < len(rows) and end - index < max_chunk_rows and rows[end][0] <= now:
-            end += 1
-        chunk = [row for _, row in rows[index:end]]
-        result = write_chunk(index, chunk, max(clock(), now))
+        result = write_chunk(index, rows[index : index + max_chunk_rows])
         results.append(result)
         index = result.written
     return results
@@ -174,19 +147,18 @@ class DeliveryWriter(DataSourceStreamArrowWriter):
         streams = streams_for(self._settings.redis_url)
         journal_ttl_s = self._settings.journal_retention_ms // 1000
 
-        def write_chunk(first: int, chunk: Sequence[SinkRow], delivered_at_ms: int) -> ChunkResult:
+        def write_chunk(first: int, chunk: Sequence[SinkRow]) -> ChunkResult:
             return streams.write_chunk(
                 query_id=task.query_id,
                 partition=task.partition,
                 batch_id=task.batch_id,
                 first_row=first,
                 rows=chunk,
-                delivered_at_ms=delivered_at_ms,
                 journal_ttl_s=journal_ttl_s,
             )
 
         done = streams.sink_progress(task.query_id, task.partition, task.batch_id)
-        results = write_when_due(rows, done, write_chunk)
+        results = write_in_chunks(rows, done, write_chunk)
         return DeliveryCommit(
             delivered=sum(r.delivered for r in results),
             duplicates=sum(r.duplicates for r in results),

@@ -14,15 +14,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from delayline.scheduler import schemas
-from delayline.scheduler.records import SourceRow, to_source_row
+from delayline.scheduler import packs, schemas
+from delayline.scheduler.records import to_packed
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.task import current_batch_task
 from delayline.transports.redis_streams import RedisStreams
+
+SOURCE_ARROW = pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())])
 
 #: The largest sequence number of a stream id: "<ms>-MAX_SEQ" ends millisecond <ms>.
 MAX_SEQ = 2**64 - 1
@@ -105,24 +108,35 @@ class InboundReader(DataSourceStreamReader):
             return []
         return split_range(start["id"], end["id"], self._settings.source_partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[SourceRow]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, InboundRange)
         settings = self._settings
         streams = streams_for(settings.redis_url)
+        # One pack per wheel key, in order of first appearance: a replay builds
+        # the same packs from the same range.
+        grouped: dict[int, list[bytes]] = {}
         accepted = cancels = 0
         for entry_id, fields in streams.read_inbound(partition.after_id, partition.upto_id):
-            row = to_source_row(
+            key, record = to_packed(
                 entry_id,
                 fields,
                 limits=settings.limits,
                 tick_ms=settings.tick_ms,
                 shards=settings.shards,
             )
-            accepted += row[0] == schemas.SEND
-            cancels += row[0] == schemas.CANCEL
-            yield row
+            grouped.setdefault(key, []).append(record)
+            accepted += record[0] == packs.SEND
+            cancels += record[0] == packs.CANCEL
         task = current_batch_task()
         streams.count_ingest(task.query_id, task.partition, task.batch_id, accepted, cancels)
+        if grouped:
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "wheel_key": list(grouped),
+                    "pack": [b"".join(parts) for parts in grouped.values()],
+                },
+                schema=SOURCE_ARROW,
+            )
 
     def commit(self, end: dict[str, str]) -> None:
         if end["id"] != START_ID:

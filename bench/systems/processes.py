@@ -1,0 +1,60 @@
+"""Starting and stopping the child processes of a system under test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def spawn(args: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``args`` in its own process group, output to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            list(args), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def kill_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    """Signal the process's whole group; wait for the leader."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+
+
+def terminate(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    """SIGTERM the group, then SIGKILL it if it is still there after ``timeout_s``."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    kill_group(process)
+
+
+def wait_for_log(log: Path, text: str, timeout_s: float, process: subprocess.Popen[bytes]) -> None:
+    """Wait until ``text`` appears in ``log``; fail if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited; see {log}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{text!r} not in {log} after {timeout_s:.0f} s")
+        time.sleep(0.2)

@@ -1,0 +1,145 @@
+"""Packs: many message records in one binary value (pure).
+
+The scheduler moves messages through Spark a pack at a time, one per wheel key
+per batch, not a row at a time. Every state call and every Arrow-to-Python
+conversion then costs per key, not per message. A record is a fixed header
+followed by its variable fields::
+
+    kind:u8 deliver_at_ms:i64 attempt:i32
+    len(id):u16 len(topic):u16 len(body):u32 len(key):u16 len(headers):u32
+    len(inbound_id):u16 len(reason):u16
+    id topic body key headers inbound_id reason
+
+Scanning reads only headers and ids; a record's bytes can be copied into
+another pack without decoding its body.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+SEND = 1
+CANCEL = 2
+REJECT = 3
+DELIVER = 4
+DROP = 5
+
+_HEADER = struct.Struct("<BqiHHIHIHH")
+
+
+class Record(NamedTuple):
+    """One message, cancel or rejected inbound record.
+
+    For a reject, ``body`` holds the original fields (see
+    :func:`encode_fields`), ``reason`` the reason, and ``id`` the claimed id
+    when the record was a send with a well-formed one.
+    """
+
+    kind: int
+    deliver_at_ms: int
+    id: str
+    inbound_id: str
+    topic: str = ""
+    body: bytes = b""
+    key: str = ""
+    headers: str = ""
+    attempt: int = 1
+    reason: str = ""
+
+
+def encode(record: Record) -> bytes:
+    """The record's bytes in pack format."""
+    id_, topic, key = record.id.encode(), record.topic.encode(), record.key.encode()
+    headers, inbound, reason = (
+        record.headers.encode(),
+        record.inbound_id.encode(),
+        record.reason.encode(),
+    )
+    header = _HEADER.pack(
+        record.kind,
+        record.deliver_at_ms,
+        record.attempt,
+        len(id_),
+        len(topic),
+        len(record.body),
+        len(key),
+        len(headers),
+        len(inbound),
+        len(reason),
+    )
+    return b"".join((header, id_, topic, record.body, key, headers, inbound, reason))
+
+
+def pack(records: Iterable[Record]) -> bytes:
+    """Many records in one pack."""
+    return b"".join(encode(record) for record in records)
+
+
+class Scanned(NamedTuple):
+    """A record's routing facts and its raw bytes, without decoding the rest."""
+
+    kind: int
+    deliver_at_ms: int
+    id: str
+    raw: bytes
+
+    def relabelled(self, kind: int) -> bytes:
+        """The raw record with another kind (send -> deliver or drop)."""
+        return bytes((kind,)) + self.raw[1:]
+
+
+def scan(data: bytes) -> Iterator[Scanned]:
+    """The records of a pack, in order, decoding only kind, time and id."""
+    offset, end = 0, len(data)
+    size = _HEADER.size
+    while offset < end:
+        kind, deliver_at_ms, _, id_len, *lengths = _HEADER.unpack_from(data, offset)
+        record_end = offset + size + id_len + sum(lengths)
+        id_ = data[offset + size : offset + size + id_len].decode()
+        yield Scanned(kind, deliver_at_ms, id_, data[offset:record_end])
+        offset = record_end
+
+
+def unpack(data: bytes) -> Iterator[Record]:
+    """The records of a pack, fully decoded."""
+    offset, end = 0, len(data)
+    while offset < end:
+        kind, deliver_at_ms, attempt, *lengths = _HEADER.unpack_from(data, offset)
+        offset += _HEADER.size
+        fields = []
+        for length in lengths:
+            fields.append(data[offset : offset + length])
+            offset += length
+        id_, topic, body, key, headers, inbound, reason = fields
+        yield Record(
+            kind,
+            deliver_at_ms,
+            id_.decode(),
+            inbound.decode(),
+            topic.decode(),
+            body,
+            key.decode(),
+            headers.decode(),
+            attempt,
+            reason.decode(),
+        )
+
+
+def encode_fields(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """Name/value byte pairs (an inbound record's original fields) as bytes."""
+    return b"".join(struct.pack("<II", len(n), len(v)) + n + v for n, v in pairs)
+
+
+def decode_fields(data: bytes) -> list[tuple[bytes, bytes]]:
+    """Inverse of :func:`encode_fields`."""
+    pairs, offset = [], 0
+    while offset < len(data):
+        name_len, value_len = struct.unpack_from("<II", data, offset)
+        offset += 8
+        name = data[offset : offset + name_len]
+        value = data[offset + name_len : offset + name_len + value_len]
+        pairs.append((name, value))
+        offset += name_len + value_len
+    return pairs
