@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint clean
+.PHONY: run test lint bench-quick clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,5 +25,16 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
+## bench-quick: every benchmark system on tiny workloads, a smoke test (< 3 min), in .venv-bench
+bench-quick: .venv-bench/.installed
+	.venv-bench/bin/python -m bench run --quick --out bench/results/quick
+
+# The peers pin redis-py 5.x (see the bench extra), so they get their own venv.
+.venv-bench/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install --quiet --upgrade pip
+	.venv-bench/bin/python -m pip install --quiet -e ".[bench]"
+	touch $@
+
 clean:
-	rm -rf $(VENV) delayline-data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-bench delayline-data .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,11 @@
-"""``python -m bench``: run the benchmarks, or turn their results into docs/benchmarks.md."""
+"""``python -m bench``: run the benchmarks, profile the scheduler, or write docs/benchmarks.md.
+
+python -m bench run --quick                      # smoke test, every system, < 3 min
+python -m bench run                              # the full benchmark (hours)
+python -m bench report                           # docs/benchmarks.md from bench/results/full
+python -m bench profile --rate 5000              # where a batch's time goes
+python -m bench send-many                        # SDK producer throughput
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,30 @@ import argparse
 import json
 from pathlib import Path
 
-from bench import profile, send_many
+from bench import profile, report, send_many
 from bench.harness import run_system
-from bench.plans import plan
+from bench.plans import Session, plan
 from bench.systems import SYSTEMS, load
 
 RESULTS = Path(__file__).parent / "results"
+DOCS = Path(__file__).parents[1] / "docs"
+
+
+#: What --quick runs: every workload is too slow for a CI smoke test of six systems.
+QUICK = {"delayline": {"steady", "burst", "pending-heavy", "recovery"}}
+QUICK_PEERS = {"steady", "burst"}
+
+
+def sessions_for(
+    system: str, names: list[str], groups: dict[str, list[Session]], quick: bool
+) -> list[Session]:
+    """The sessions to run for ``system``: quick mode folds its workloads into one session."""
+    if not quick:
+        return [session for name in names for session in groups[name]]
+    keep = QUICK.get(system, QUICK_PEERS)
+    return [
+        [item for name in names if name in keep for session in groups[name] for item in session]
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,10 +60,20 @@ def main(argv: list[str] | None = None) -> int:
     spy.add_argument("--rate", type=float, default=1_000)
     spy.add_argument("--duration", type=float, default=30)
     spy.add_argument("--py-spy", type=Path, default=None, help="write a py-spy raw profile here")
+    spy.add_argument("--master", default=None, help="Spark master")
+    spy.add_argument("--out", type=Path, default=None, help="also write the result here")
     for option in ("tick-ms", "lead-ms", "trigger-ms", "partitions", "shards", "source-partitions"):
         spy.add_argument(f"--{option}", type=int, default=None)
 
+    report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
+    report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
+    report_cmd.add_argument("--docs", type=Path, default=DOCS)
+
     args = parser.parse_args(argv)
+    if args.command == "report":
+        extra = {path.stem: json.loads(path.read_text()) for path in RESULTS.glob("*.json")}
+        print(report.write(args.results, args.docs, Path(__file__).parent / "notes.md", extra))
+        return 0
     if args.command == "profile":
         profile.main(args)
         return 0
@@ -50,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = args.out or RESULTS / ("quick" if args.quick else "full")
     rates = [float(r) for r in args.rates.split(",")] if args.rates else None
-    plans = plan(args.quick, args.rate, rates)
-    chosen = [(name, plans[name]) for name in args.workloads.split(",")]
+    groups = plan(args.quick, args.rate, rates)
     for name in args.systems.split(","):
-        run_system(load(name), chosen, out)
+        for session in sessions_for(name, args.workloads.split(","), groups, args.quick):
+            run_system(load(name), session, out)
     return 0

@@ -11,7 +11,11 @@ import psutil
 
 
 class Sampler:
-    """Samples the summed RSS and CPU time of process trees every ``interval_s``.
+    """Samples the summed memory and CPU time of process trees every ``interval_s``.
+
+    Memory is PSS (proportional set size): pages shared between processes (a
+    forked worker and its parent) count once, split between them, so forking
+    systems (PySpark's daemon, Celery's prefork, rq) are not over-counted.
 
     Children are found at every sample (Spark forks Python workers as it goes).
     CPU time counts from the sampler's start: a process that existed before is
@@ -55,7 +59,7 @@ class Sampler:
         rss = 0
         for process in self._tree():
             try:
-                rss += process.memory_info().rss
+                rss += process.memory_full_info().pss
                 times = process.cpu_times()
                 used = times.user + times.system
                 if process.pid not in self._cpu_s and process.create_time() < self._started_epoch:

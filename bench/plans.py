@@ -1,52 +1,123 @@
-"""Workload parameters: the full benchmark, and --quick (a smoke test under 3 minutes)."""
+"""Workload parameters: the full benchmark, and --quick (a smoke test under 3 minutes).
+
+A plan is a list of sessions; each session runs its workloads on a fresh
+system with a fresh Redis, so that one workload's leftovers (pending messages,
+a grown JVM heap) do not count against another's memory.
+"""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from bench import workloads
 from bench.harness import Workload
 
 #: The saturation steps of the full benchmark (msg/s).
-SATURATION_RATES = [1_000.0, 2_000, 5_000, 10_000, 15_000, 20_000, 25_000, 30_000, 40_000]
+SATURATION_RATES = [1_000.0, 2_000, 5_000, 7_500, 10_000, 15_000, 20_000, 25_000, 30_000]
+#: Pending-message counts of the pending-heavy workload (the RSS-vs-pending plot).
+PENDING_SIZES = [10_000, 100_000, 1_000_000]
+
+Session = list[tuple[str, Workload]]
 
 
-def plan(quick: bool, rate: float, rates: list[float] | None = None) -> dict[str, Workload]:
-    """Workload name -> runner. ``rate`` is the steady rate and ``rates`` the
-    saturation steps (full mode)."""
+def plan(quick: bool, rate: float, rates: list[float] | None = None) -> dict[str, list[Session]]:
+    """Workload group name -> sessions. ``rate`` is the steady rate, ``rates`` the saturation
+    steps (full mode only)."""
     if quick:
+        steady = functools.partial(
+            workloads.steady, rate=100, duration_s=5, min_delay_s=1, max_delay_s=2
+        )
+        burst = functools.partial(workloads.burst, count=1_000, head_start_s=2, settle_s=20)
+        saturation = functools.partial(workloads.saturation, rates=[200.0], step_s=4)
+        recovery = functools.partial(workloads.recovery, pending=1_000, rate=100, duration_s=4)
+        pending = [
+            (
+                f"pending-heavy-{n}",
+                functools.partial(workloads.pending_heavy, pending=n, rate=100, duration_s=4),
+            )
+            for n in (1_000,)
+        ]
         return {
-            "steady": functools.partial(
-                workloads.steady, rate=100, duration_s=8, min_delay_s=1, max_delay_s=4
-            ),
-            "burst": functools.partial(workloads.burst, count=2_000),
-            "pending-heavy": functools.partial(
-                workloads.pending_heavy, pending=5_000, rate=100, duration_s=6
-            ),
-            "saturation": functools.partial(workloads.saturation, rates=[200.0], step_s=5),
-            "recovery": functools.partial(
-                workloads.recovery, pending=5_000, rate=100, duration_s=8
-            ),
+            "steady": [[("steady", steady)]],
+            "burst": [[("burst", burst)]],
+            "pending-heavy": [pending],
+            "saturation": [[("saturation", saturation)]],
+            "recovery": [[("recovery", recovery)]],
         }
     return {
-        "steady": functools.partial(
-            workloads.steady, rate=rate, duration_s=60, min_delay_s=1, max_delay_s=30
-        ),
-        "burst": functools.partial(workloads.burst, count=50_000),
-        "pending-heavy": functools.partial(
-            workloads.pending_heavy, pending=1_000_000, rate=1_000, duration_s=60
-        ),
-        "saturation": functools.partial(
-            workloads.saturation,
-            rates=rates or SATURATION_RATES,
-            step_s=30,
-        ),
-        "recovery": functools.partial(
-            workloads.recovery, pending=1_000_000, rate=1_000, duration_s=60
-        ),
+        "steady": [
+            [
+                (
+                    "steady",
+                    functools.partial(
+                        workloads.steady, rate=100, duration_s=8, min_delay_s=1, max_delay_s=4
+                    ),
+                )
+            ]
+        ],
+        "burst": [[("burst", functools.partial(workloads.burst, count=2_000))]],
+        "pending-heavy": [
+            [
+                (
+                    f"pending-heavy-{n}",
+                    functools.partial(workloads.pending_heavy, pending=n, rate=100, duration_s=6),
+                )
+                for n in (1_000, 5_000)
+            ]
+        ],
+        "saturation": [
+            [("saturation", functools.partial(workloads.saturation, rates=[200.0], step_s=5))]
+        ],
+        "recovery": [
+            [
+                (
+                    "recovery",
+                    functools.partial(workloads.recovery, pending=5_000, rate=100, duration_s=8),
+                )
+            ]
+        ],
     }
-
-
-def describe(quick: bool, rate: float) -> dict[str, Any]:
-    return {"mode": "quick" if quick else "full", "steady_rate": rate}
+    return {
+        "steady": [
+            [
+                (
+                    "steady",
+                    functools.partial(
+                        workloads.steady, rate=rate, duration_s=60, min_delay_s=1, max_delay_s=30
+                    ),
+                )
+            ]
+        ],
+        "burst": [[("burst", functools.partial(workloads.burst, count=50_000))]],
+        "pending-heavy": [
+            [
+                (
+                    f"pending-heavy-{n}",
+                    functools.partial(
+                        workloads.pending_heavy, pending=n, rate=1_000, duration_s=60
+                    ),
+                )
+            ]
+            for n in PENDING_SIZES
+        ],
+        "saturation": [
+            [
+                (
+                    "saturation",
+                    functools.partial(
+                        workloads.saturation, rates=rates or SATURATION_RATES, step_s=30
+                    ),
+                )
+            ]
+        ],
+        "recovery": [
+            [
+                (
+                    "recovery",
+                    functools.partial(
+                        workloads.recovery, pending=1_000_000, rate=1_000, duration_s=60
+                    ),
+                )
+            ]
+        ],
+    }

@@ -32,6 +32,8 @@ TOPIC = "profile.jobs"
 
 
 def run(rate: float, duration_s: float, py_spy: Path | None, **tuning: Any) -> dict[str, Any]:
+    """Run the scheduler here under ``rate`` msg/s for ``duration_s``; ``tuning`` overrides
+    scheduler settings."""
     scratch = Path(tempfile.mkdtemp(prefix="profile-"))
     server = EmbeddedRedis(scratch / "redis", free_port())
     server.start()
@@ -174,5 +176,10 @@ def main(args: Any) -> None:
         state_partitions=args.partitions,
         shards=args.shards,
         source_partitions=args.source_partitions,
+        master=args.master,
     )
-    print(json.dumps(result, indent=1))
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(text)

@@ -103,7 +103,7 @@ def main() -> None:
     default=None,
     help="Checkpoint URI (hdfs://, s3a://) [default: <data-dir>/checkpoint].",
 )
-@click.option("--tick-ms", type=int, default=None, help="Wheel slot width [default: 100].")
+@click.option("--tick-ms", type=int, default=None, help="Wheel slot width [default: 500].")
 @click.option("--shards", type=int, default=None, help="State keys per slot [default: 4].")
 @click.option(
     "--partitions",
@@ -112,13 +112,13 @@ def main() -> None:
     default=None,
     help="State partitions, fixed per checkpoint [default: 2].",
 )
-@click.option("--trigger-ms", type=int, default=None, help="Micro-batch interval [default: 250].")
+@click.option("--trigger-ms", type=int, default=None, help="Micro-batch interval [default: 500].")
 @click.option(
     "--lead-ms",
     "fire_lead_ms",
     type=int,
     default=None,
-    help="Fire slots this early; the sink still waits [default: 300].",
+    help="Fire slots this early; the outbox holds them until due [default: 2000].",
 )
 @click.option(
     "--max-batch-rows",

@@ -39,8 +39,8 @@ class SchedulerSettings:
     tick_ms: int = 500
     shards: int = 4
     state_partitions: int = 2
-    trigger_ms: int = 250
-    fire_lead_ms: int = 1000
+    trigger_ms: int = 500
+    fire_lead_ms: int = 2000
     max_batch_rows: int = 50_000
     source_partitions: int = 2
     #: A cancel is kept this long after its slot is due, for a message that arrives late.
