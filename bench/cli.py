@@ -13,7 +13,6 @@ import argparse
 import json
 from pathlib import Path
 
-from bench import profile, report, send_many
 from bench.harness import run_system
 from bench.plans import Session, plan
 from bench.systems import SYSTEMS, load
@@ -71,13 +70,19 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "report":
+        from bench import report  # matplotlib: only for this command
+
         extra = {path.stem: json.loads(path.read_text()) for path in RESULTS.glob("*.json")}
         print(report.write(args.results, args.docs, Path(__file__).parent / "notes.md", extra))
         return 0
     if args.command == "profile":
+        from bench import profile  # starts Spark
+
         profile.main(args)
         return 0
     if args.command == "send-many":
+        from bench import send_many
+
         result = send_many.run(args.messages, args.chunk)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -1,13 +1,13 @@
 """Workload parameters: the full benchmark, and --quick (a smoke test under 3 minutes).
 
-A plan is a list of sessions; each session runs its workloads on a fresh
-system with a fresh Redis, so that one workload's leftovers (pending messages,
-a grown JVM heap) do not count against another's memory.
+A plan maps a workload group to sessions; each session runs its workloads on a
+fresh system with a fresh Redis, so that one workload's leftovers (pending
+messages, a grown JVM heap) do not count against another's memory.
 """
 
 from __future__ import annotations
 
-import functools
+from functools import partial
 
 from bench import workloads
 from bench.harness import Workload
@@ -21,103 +21,34 @@ Session = list[tuple[str, Workload]]
 
 
 def plan(quick: bool, rate: float, rates: list[float] | None = None) -> dict[str, list[Session]]:
-    """Workload group name -> sessions. ``rate`` is the steady rate, ``rates`` the saturation
-    steps (full mode only)."""
+    """Workload group -> sessions. ``rate``: the steady rate; ``rates``: the saturation steps.
+
+    Both apply to the full benchmark only.
+    """
     if quick:
-        steady = functools.partial(
-            workloads.steady, rate=100, duration_s=5, min_delay_s=1, max_delay_s=2
-        )
-        burst = functools.partial(workloads.burst, count=1_000, head_start_s=2, settle_s=20)
-        saturation = functools.partial(workloads.saturation, rates=[200.0], step_s=4)
-        recovery = functools.partial(workloads.recovery, pending=1_000, rate=100, duration_s=4)
-        pending = [
-            (
-                f"pending-heavy-{n}",
-                functools.partial(workloads.pending_heavy, pending=n, rate=100, duration_s=4),
-            )
-            for n in (1_000,)
-        ]
         return {
-            "steady": [[("steady", steady)]],
-            "burst": [[("burst", burst)]],
-            "pending-heavy": [pending],
-            "saturation": [[("saturation", saturation)]],
-            "recovery": [[("recovery", recovery)]],
-        }
+            "steady": [[("steady", partial(workloads.steady, rate=100, duration_s=5,
+                                           min_delay_s=1, max_delay_s=2))]],
+            "burst": [[("burst", partial(workloads.burst, count=1_000, head_start_s=2,
+                                         settle_s=20))]],
+            "pending-heavy": [[("pending-heavy-1000", partial(
+                workloads.pending_heavy, pending=1_000, rate=100, duration_s=4))]],
+            "saturation": [[("saturation", partial(workloads.saturation, rates=[200.0],
+                                                   step_s=4))]],
+            "recovery": [[("recovery", partial(workloads.recovery, pending=1_000, rate=100,
+                                               duration_s=4))]],
+        }  # fmt: skip
     return {
-        "steady": [
-            [
-                (
-                    "steady",
-                    functools.partial(
-                        workloads.steady, rate=100, duration_s=8, min_delay_s=1, max_delay_s=4
-                    ),
-                )
-            ]
-        ],
-        "burst": [[("burst", functools.partial(workloads.burst, count=2_000))]],
+        "steady": [[("steady", partial(workloads.steady, rate=rate, duration_s=60,
+                                       min_delay_s=1, max_delay_s=30))]],
+        "burst": [[("burst", partial(workloads.burst, count=50_000))]],
         "pending-heavy": [
-            [
-                (
-                    f"pending-heavy-{n}",
-                    functools.partial(workloads.pending_heavy, pending=n, rate=100, duration_s=6),
-                )
-                for n in (1_000, 5_000)
-            ]
-        ],
-        "saturation": [
-            [("saturation", functools.partial(workloads.saturation, rates=[200.0], step_s=5))]
-        ],
-        "recovery": [
-            [
-                (
-                    "recovery",
-                    functools.partial(workloads.recovery, pending=5_000, rate=100, duration_s=8),
-                )
-            ]
-        ],
-    }
-    return {
-        "steady": [
-            [
-                (
-                    "steady",
-                    functools.partial(
-                        workloads.steady, rate=rate, duration_s=60, min_delay_s=1, max_delay_s=30
-                    ),
-                )
-            ]
-        ],
-        "burst": [[("burst", functools.partial(workloads.burst, count=50_000))]],
-        "pending-heavy": [
-            [
-                (
-                    f"pending-heavy-{n}",
-                    functools.partial(
-                        workloads.pending_heavy, pending=n, rate=1_000, duration_s=60
-                    ),
-                )
-            ]
+            [(f"pending-heavy-{n}", partial(workloads.pending_heavy, pending=n, rate=1_000,
+                                            duration_s=60))]
             for n in PENDING_SIZES
         ],
-        "saturation": [
-            [
-                (
-                    "saturation",
-                    functools.partial(
-                        workloads.saturation, rates=rates or SATURATION_RATES, step_s=30
-                    ),
-                )
-            ]
-        ],
-        "recovery": [
-            [
-                (
-                    "recovery",
-                    functools.partial(
-                        workloads.recovery, pending=1_000_000, rate=1_000, duration_s=60
-                    ),
-                )
-            ]
-        ],
-    }
+        "saturation": [[("saturation", partial(workloads.saturation,
+                                               rates=rates or SATURATION_RATES, step_s=30))]],
+        "recovery": [[("recovery", partial(workloads.recovery, pending=1_000_000, rate=1_000,
+                                           duration_s=60))]],
+    }  # fmt: skip
