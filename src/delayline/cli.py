@@ -106,6 +106,21 @@ def main() -> None:
 @click.option("--tick-ms", type=int, default=None, help="Wheel slot width [default: 500].")
 @click.option("--shards", type=int, default=None, help="State keys per slot [default: 4].")
 @click.option(
+    "--coarse-after-ms",
+    type=int,
+    default=None,
+    help="Messages due further ahead wait in coarse slots [default: 300000].",
+)
+@click.option(
+    "--coarse-tick-ms", type=int, default=None, help="Coarse slot width [default: 60000]."
+)
+@click.option(
+    "--cascade-lead-ms",
+    type=int,
+    default=None,
+    help="Coarse slots hand down this early [default: 120000].",
+)
+@click.option(
     "--partitions",
     "state_partitions",
     type=int,

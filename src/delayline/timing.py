@@ -8,12 +8,19 @@ The wheel: a message due at ``deliver_at_ms`` lives in the slot that starts at
 burst due at one instant spreads over several state keys and partitions; each
 (slot, shard) pair is one state key, packed into one integer by
 :func:`wheel_key`.
+
+The wheel has two levels (:class:`Wheel`). A message due more than
+``coarse_after_ms`` after it reaches the scheduler waits in a coarse slot of
+``coarse_tick_ms``; ``cascade_lead_ms`` before that slot starts, its messages
+are handed down to the fine level (``tick_ms``), as a hierarchical timing
+wheel does. Far-future messages thus share few keys however sparse they are.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from delayline.errors import ValidationError
@@ -49,8 +56,8 @@ ROCKETMQ_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h
 #: The delay of each level in ms: level n is LEVELS_MS[n - 1].
 LEVELS_MS: tuple[int, ...] = tuple(map(parse_duration_ms, ROCKETMQ_DELAY_LEVELS.split()))
 
-#: Shards per slot may not exceed this; it is the multiplier in :func:`wheel_key`.
-MAX_SHARDS = 256
+#: Shards per slot may not exceed this (a key also encodes the level: see :func:`wheel_key`).
+MAX_SHARDS = 128
 
 #: The pseudo-slot that carries rejected records through the scheduler.
 REJECT_SLOT_MS = -1
@@ -125,12 +132,37 @@ def slot_start_ms(deliver_at_ms: int, tick_ms: int) -> int:
     return deliver_at_ms - deliver_at_ms % tick_ms
 
 
-def wheel_key(slot_ms: int, shard: int) -> int:
-    """Pack (slot start ms, shard) into the single integer Spark groups by."""
-    return slot_ms * MAX_SHARDS + shard
+@dataclass(frozen=True)
+class Wheel:
+    """The shape of the two-level wheel. Times are ms.
+
+    Raises ValueError unless ``coarse_tick_ms + cascade_lead_ms < coarse_after_ms``,
+    which guarantees that a handed-down message lands in a fine slot.
+    """
+
+    tick_ms: int = 500
+    coarse_tick_ms: int = 60_000
+    coarse_after_ms: int = 300_000
+    cascade_lead_ms: int = 120_000
+
+    def __post_init__(self) -> None:
+        if self.coarse_tick_ms + self.cascade_lead_ms >= self.coarse_after_ms:
+            raise ValueError("coarse_tick_ms + cascade_lead_ms must be less than coarse_after_ms")
+
+    def place(self, deliver_at_ms: int, received_ms: int) -> tuple[int, bool]:
+        """The slot (start ms) and level (True: coarse) of a message received at ``received_ms``."""
+        if deliver_at_ms - received_ms > self.coarse_after_ms:
+            return slot_start_ms(deliver_at_ms, self.coarse_tick_ms), True
+        return slot_start_ms(deliver_at_ms, self.tick_ms), False
 
 
-def split_wheel_key(key: int) -> tuple[int, int]:
-    """Inverse of :func:`wheel_key`: ``(slot_ms, shard)``."""
-    slot_ms, shard = divmod(key, MAX_SHARDS)
-    return slot_ms, shard
+def wheel_key(slot_ms: int, shard: int, coarse: bool = False) -> int:
+    """Pack (slot start ms, level, shard) into the single integer Spark groups by."""
+    return slot_ms * 2 * MAX_SHARDS + (MAX_SHARDS if coarse else 0) + shard
+
+
+def split_wheel_key(key: int) -> tuple[int, int, bool]:
+    """Inverse of :func:`wheel_key`: ``(slot_ms, shard, coarse)``."""
+    slot_ms, rest = divmod(key, 2 * MAX_SHARDS)
+    coarse, shard = divmod(rest, MAX_SHARDS)
+    return slot_ms, shard, bool(coarse)

@@ -22,6 +22,10 @@ from delayline.validation import Limits
 #: Spark's first start in a fresh process takes 10-30 s on a 2-core machine.
 START_TIMEOUT_S = 180.0
 
+#: A small two-level wheel, so that a 0-15 s workload exercises the coarse level:
+#: messages due more than 6 s ahead start coarse and are handed down 3 s ahead.
+SMALL_WHEEL = ["--coarse-after-ms", "6000", "--coarse-tick-ms", "2000", "--cascade-lead-ms", "3000"]
+
 
 def wait_for(
     condition: Callable[[], bool],

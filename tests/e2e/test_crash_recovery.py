@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from tests.e2e.harness import (
+    SMALL_WHEEL,
     SchedulerProcess,
     arrivals,
     check_exactly_once,
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.spark
 def test_exactly_once_across_two_kills(
     redis_url: str, data_dir: Path, raw_redis: redis.Redis
 ) -> None:
-    args = ["--redis-url", redis_url, "--data-dir", str(data_dir)]
+    args = ["--redis-url", redis_url, "--data-dir", str(data_dir), *SMALL_WHEEL]
     first = SchedulerProcess(args)
     first.start()
     try:

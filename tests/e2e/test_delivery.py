@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from tests.e2e.harness import (
+    SMALL_WHEEL,
     SchedulerProcess,
     check_exactly_once,
     send_workload,
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture
 def scheduler(redis_url: str, data_dir: Path) -> Iterator[SchedulerProcess]:
-    process = SchedulerProcess(["--redis-url", redis_url, "--data-dir", str(data_dir)])
+    process = SchedulerProcess(
+        ["--redis-url", redis_url, "--data-dir", str(data_dir), *SMALL_WHEEL]
+    )
     process.start()
     yield process
     process.stop_quietly()
@@ -39,6 +42,7 @@ def test_every_message_exactly_once_none_early_none_cancelled(
     assert stats["accepted"] == len(workload.messages)
     assert stats["cancels"] == len(workload.cancelled)
     assert stats["dropped"] == len(workload.cancelled)
+    assert stats["cascaded"] > 500  # far messages went through the coarse level
     assert "pending 0" in scheduler.output or wait_for_line(scheduler, "pending 0")
 
 

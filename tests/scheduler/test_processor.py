@@ -14,6 +14,7 @@ from delayline.scheduler.records import to_packed
 from delayline.validation import Limits
 
 TICK_MS = 100
+WHEEL = timing.Wheel(tick_ms=TICK_MS)
 SHARDS = 1  # one key per slot keeps the tests about timing, not hashing
 LEAD_MS = 300
 RETENTION_MS = 60_000
@@ -24,7 +25,8 @@ class Wheel:
     """A processor under test plus helpers to feed it records by slot."""
 
     def __init__(self) -> None:
-        self.tester = TwsTester(WheelProcessor(LEAD_MS, RETENTION_MS), timeMode="ProcessingTime")
+        processor = WheelProcessor(LEAD_MS, RETENTION_MS, WHEEL)
+        self.tester = TwsTester(processor, timeMode="ProcessingTime")
         self.clock_ms = T0
         self.tester.setProcessingTime(T0)
         self._entries = 0
@@ -34,8 +36,8 @@ class Wheel:
 
     def row(self, record: dict[bytes, bytes]) -> Row:
         self._entries += 1
-        key, data = to_packed(
-            f"{T0}-{self._entries}", record, limits=Limits(), tick_ms=TICK_MS, shards=SHARDS
+        [(key, data), *_] = to_packed(
+            f"{T0}-{self._entries}", record, limits=Limits(), wheel=WHEEL, shards=SHARDS
         )
         return Row(wheel_key=key, pack=data)
 
@@ -184,3 +186,29 @@ def test_rejects_pass_straight_through(wheel: Wheel) -> None:
     assert out.kind == packs.REJECT
     assert "unknown op" in out.reason
     assert packs.decode_fields(out.body) == [(b"v", b"1"), (b"op", b"nope")]
+
+
+def test_a_coarse_slot_hands_its_messages_down_at_its_lead(wheel: Wheel) -> None:
+    far_ms = T0 + WHEEL.coarse_after_ms + 30_000
+    messages = [wheel.message(far_ms), wheel.message(far_ms + 5_000)]
+    assert wheel.feed(*messages) == []
+    coarse_slot = timing.slot_start_ms(far_ms, WHEEL.coarse_tick_ms)
+    assert wheel.advance_to(coarse_slot - WHEEL.cascade_lead_ms - 1) == []
+    handed_down = wheel.advance_to(coarse_slot - WHEEL.cascade_lead_ms)
+    assert [(r.kind, r.id) for r in handed_down] == [(packs.CASCADE, m.id) for m in messages]
+    assert handed_down[0].topic == "t"  # the whole message goes back to the inbound stream
+
+
+def test_a_cancel_at_the_coarse_level_drops_instead_of_handing_down(wheel: Wheel) -> None:
+    far_ms = T0 + WHEEL.coarse_after_ms + 30_000
+    message = wheel.message(far_ms)
+    wheel.feed(message)
+    cancels = to_packed(
+        f"{T0}-99", Cancel(message.id, T0).to_record(), limits=Limits(), wheel=WHEEL, shards=SHARDS
+    )
+    [(key, data)] = [(k, d) for k, d in cancels if timing.split_wheel_key(k)[2]]  # the coarse one
+    cancel = Row(wheel_key=key, pack=data)
+    assert emitted(wheel.tester.test(key, [cancel])) == []
+    coarse_slot = timing.slot_start_ms(far_ms, WHEEL.coarse_tick_ms)
+    [dropped] = wheel.advance_to(coarse_slot - WHEEL.cascade_lead_ms)
+    assert (dropped.kind, dropped.id) == (packs.DROP, message.id)

@@ -7,12 +7,17 @@ from delayline.scheduler.records import to_packed
 from delayline.validation import Limits
 
 NOW_MS = 1_800_000_000_000
+WHEEL = timing.Wheel(tick_ms=100)
+
+
+def placements(entry_id: str, fields: dict[bytes, bytes]) -> list[tuple[int, packs.Record]]:
+    placed = to_packed(entry_id, fields, limits=Limits(), wheel=WHEEL, shards=4)
+    return [(key, record) for key, data in placed for record in packs.unpack(data)]
 
 
 def record_of(entry_id: str, fields: dict[bytes, bytes]) -> tuple[int, packs.Record]:
-    key, data = to_packed(entry_id, fields, limits=Limits(), tick_ms=100, shards=4)
-    [record] = packs.unpack(data)
-    return key, record
+    [placed] = placements(entry_id, fields)
+    return placed
 
 
 def test_a_send_is_keyed_by_slot_and_shard() -> None:
@@ -20,9 +25,11 @@ def test_a_send_is_keyed_by_slot_and_shard() -> None:
         "t", b"body", now_ms=NOW_MS, limits=Limits(), delay=1234, key="k", headers={"h": "v"}
     )
     key, record = record_of(f"{NOW_MS}-0", message.to_record())
-    slot_ms, shard = timing.split_wheel_key(key)
-    assert slot_ms == timing.slot_start_ms(NOW_MS + 1234, 100)
-    assert shard == ids.shard_of(message.id, 4)
+    assert timing.split_wheel_key(key) == (
+        timing.slot_start_ms(NOW_MS + 1234, 100),
+        ids.shard_of(message.id, 4),
+        False,
+    )
     assert record == packs.Record(
         kind=packs.SEND,
         deliver_at_ms=NOW_MS + 1234,
@@ -42,16 +49,36 @@ def test_a_send_without_key_or_headers() -> None:
     assert (record.key, record.headers) == ("", "{}")
 
 
-def test_a_cancel_goes_to_the_same_key_as_its_message() -> None:
-    message = Message.create("t", b"body", now_ms=NOW_MS, limits=Limits(), delay=9_999)
-    send_key, _ = record_of(f"{NOW_MS}-0", message.to_record())
-    cancel_key, cancel = record_of(f"{NOW_MS}-1", Cancel(message.id, NOW_MS).to_record())
-    assert cancel_key == send_key
-    assert (cancel.kind, cancel.id, cancel.deliver_at_ms) == (
-        packs.CANCEL,
-        message.id,
-        message.deliver_at_ms,
+def test_a_far_message_starts_in_a_coarse_slot() -> None:
+    delay_ms = WHEEL.coarse_after_ms + 1
+    message = Message.create("t", b"x", now_ms=NOW_MS, limits=Limits(), delay=delay_ms)
+    key, _ = record_of(f"{NOW_MS}-0", message.to_record())
+    assert timing.split_wheel_key(key) == (
+        timing.slot_start_ms(NOW_MS + delay_ms, WHEEL.coarse_tick_ms),
+        ids.shard_of(message.id, 4),
+        True,
     )
+    # Handed down later, the same message is near: it lands in a fine slot.
+    later_ms = NOW_MS + delay_ms - WHEEL.cascade_lead_ms
+    handed_down = message.to_record() | {b"cascade": b"1"}
+    fine_key, _ = record_of(f"{later_ms}-0", handed_down)
+    assert timing.split_wheel_key(fine_key)[2] is False
+
+
+def test_a_cancel_goes_to_both_levels_of_its_message() -> None:
+    near = Message.create("t", b"body", now_ms=NOW_MS, limits=Limits(), delay=9_999)
+    far = Message.create("t", b"body", now_ms=NOW_MS, limits=Limits(), delay=10**7)
+    for message in (near, far):
+        send_key, _ = record_of(f"{NOW_MS}-0", message.to_record())
+        cancels = placements(f"{NOW_MS}-1", Cancel(message.id, NOW_MS).to_record())
+        assert send_key in [key for key, _ in cancels]
+        assert sorted(timing.split_wheel_key(key)[2] for key, _ in cancels) == [False, True]
+        for _, cancel in cancels:
+            assert (cancel.kind, cancel.id, cancel.deliver_at_ms) == (
+                packs.CANCEL,
+                message.id,
+                message.deliver_at_ms,
+            )
 
 
 def test_a_bad_record_becomes_a_reject_with_its_fields_and_reason() -> None:

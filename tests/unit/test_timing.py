@@ -90,6 +90,20 @@ def test_a_message_falls_in_the_slot_that_contains_it(deliver_at_ms: int, tick_m
 @given(
     st.integers(min_value=timing.REJECT_SLOT_MS, max_value=2**47),
     st.integers(min_value=0, max_value=timing.MAX_SHARDS - 1),
+    st.booleans(),
 )
-def test_wheel_key_round_trips(slot_ms: int, shard: int) -> None:
-    assert timing.split_wheel_key(timing.wheel_key(slot_ms, shard)) == (slot_ms, shard)
+def test_wheel_key_round_trips(slot_ms: int, shard: int, coarse: bool) -> None:
+    key = timing.wheel_key(slot_ms, shard, coarse)
+    assert timing.split_wheel_key(key) == (slot_ms, shard, coarse)
+
+
+def test_place_puts_far_messages_in_coarse_slots() -> None:
+    wheel = timing.Wheel()
+    assert wheel.place(1_000_000 + 300_000, 1_000_000) == (1_300_000 - 1_300_000 % 500, False)
+    assert wheel.place(1_000_000 + 300_001, 1_000_000) == (1_260_000, True)
+    assert wheel.place(500, 10_000) == (500, False)  # past due: fine
+
+
+def test_a_wheel_must_hand_down_into_fine_slots() -> None:
+    with pytest.raises(ValueError, match="coarse_tick_ms"):
+        timing.Wheel(coarse_tick_ms=60_000, coarse_after_ms=100_000, cascade_lead_ms=50_000)

@@ -32,7 +32,9 @@ def start_query(spark: SparkSession, settings: SchedulerSettings, run_token: str
         .load()
     )
     due = inbound.groupBy("wheel_key").transformWithState(
-        statefulProcessor=WheelProcessor(settings.fire_lead_ms, settings.cancel_retention_ms),
+        statefulProcessor=WheelProcessor(
+            settings.fire_lead_ms, settings.cancel_retention_ms, settings.wheel
+        ),
         outputStructType=schemas.OUTPUT,
         outputMode="Append",
         timeMode="ProcessingTime",

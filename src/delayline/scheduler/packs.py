@@ -25,6 +25,8 @@ CANCEL = 2
 REJECT = 3
 DELIVER = 4
 DROP = 5
+#: A send handed down from a coarse slot: re-appended to the inbound stream.
+CASCADE = 6
 
 _HEADER = struct.Struct("<BqiHHIHIHH")
 

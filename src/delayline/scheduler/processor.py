@@ -9,6 +9,10 @@ each one until its exact time), puts the rest back, and arms the timer for the
 next one: a two-level wheel, with coarse slots in RocksDB and the fine timing in
 the sink.
 
+A coarse key (see :class:`delayline.timing.Wheel`) fires ``cascade_lead_ms``
+before its slot and emits all its messages as cascades: the sink appends them
+to the inbound stream again, and they come back to fine keys.
+
 Cancels are applied when their message is emitted. A cancel that arrives
 before its message still wins, and cancels are kept ``cancel_retention_ms``
 past their slot for messages that arrive late.
@@ -35,9 +39,10 @@ from delayline.scheduler import packs, schemas
 class WheelProcessor(StatefulProcessor):
     """Holds packs per wheel key; emits what is due, drops what is cancelled."""
 
-    def __init__(self, fire_lead_ms: int, cancel_retention_ms: int) -> None:
+    def __init__(self, fire_lead_ms: int, cancel_retention_ms: int, wheel: timing.Wheel) -> None:
         self._fire_lead_ms = fire_lead_ms
         self._cancel_retention_ms = cancel_retention_ms
+        self._wheel = wheel
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -46,33 +51,38 @@ class WheelProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[Any], timerValues: TimerValues
     ) -> Iterator[Row]:
-        slot_ms, _shard = timing.split_wheel_key(key[0])
+        slot_ms, _shard, coarse = timing.split_wheel_key(key[0])
         incoming = b"".join(row.pack for row in rows)
         if slot_ms == timing.REJECT_SLOT_MS:
             yield Row(pack=incoming)
             return
         now_ms = timerValues.getCurrentProcessingTimeInMs()
-        if slot_ms - self._fire_lead_ms > now_ms:
+        fire_at_ms = slot_ms - (self._wheel.cascade_lead_ms if coarse else self._fire_lead_ms)
+        if fire_at_ms > now_ms:
             # A future slot: store, and arm its timer (idempotent).
             self._entries.appendList([(incoming,)])
-            self._handle.registerTimer(slot_ms - self._fire_lead_ms)
+            self._handle.registerTimer(fire_at_ms)
             return
         # The slot is firing already: deliver now rather than a batch later.
-        yield from self._fire(slot_ms, now_ms, incoming)
+        yield from self._fire(slot_ms, coarse, now_ms, incoming)
 
     def handleExpiredTimer(
         self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
-        slot_ms, _shard = timing.split_wheel_key(key[0])
-        yield from self._fire(slot_ms, timerValues.getCurrentProcessingTimeInMs(), b"")
+        slot_ms, _shard, coarse = timing.split_wheel_key(key[0])
+        yield from self._fire(slot_ms, coarse, timerValues.getCurrentProcessingTimeInMs(), b"")
 
-    def _fire(self, slot_ms: int, now_ms: int, incoming: bytes) -> Iterator[Row]:
+    def _fire(self, slot_ms: int, coarse: bool, now_ms: int, incoming: bytes) -> Iterator[Row]:
         stored = b"".join(entry[0] for entry in self._entries.get())
         plan = plan_firing(
             stored + incoming,
             now_ms=now_ms,
-            lead_ms=self._fire_lead_ms,
+            # A coarse slot hands down everything it holds (all due within lead + tick).
+            lead_ms=self._wheel.cascade_lead_ms + self._wheel.coarse_tick_ms
+            if coarse
+            else self._fire_lead_ms,
             cancels_until_ms=slot_ms + self._cancel_retention_ms,
+            emit_as=packs.CASCADE if coarse else packs.DELIVER,
         )
         if plan.keep and plan.keep != stored:
             self._entries.put([(plan.keep,)])
@@ -96,10 +106,18 @@ class Firing:
     next_fire_ms: int | None
 
 
-def plan_firing(data: bytes, *, now_ms: int, lead_ms: int, cancels_until_ms: int) -> Firing:
+def plan_firing(
+    data: bytes,
+    *,
+    now_ms: int,
+    lead_ms: int,
+    cancels_until_ms: int,
+    emit_as: int = packs.DELIVER,
+) -> Firing:
     """Split a key's records: emit what is due by ``now_ms + lead_ms``, keep the rest.
 
-    Emitted sends become ``deliver``, or ``drop`` if any cancel names them.
+    Emitted sends become ``emit_as`` (deliver, or cascade from a coarse slot),
+    or ``drop`` if any cancel names them.
     Cancels stay until ``cancels_until_ms``, so that a late message still
     loses. The next timer is set for the earliest kept message, or for the
     cancels' expiry if only cancels remain.
@@ -115,7 +133,7 @@ def plan_firing(data: bytes, *, now_ms: int, lead_ms: int, cancels_until_ms: int
             if now_ms < cancels_until_ms:
                 keep.append(record.raw)
         elif record.deliver_at_ms <= horizon_ms:
-            out.append(record.relabelled(packs.DROP if record.id in cancelled else packs.DELIVER))
+            out.append(record.relabelled(packs.DROP if record.id in cancelled else emit_as))
         else:
             keep.append(record.raw)
             if next_due_ms is None or record.deliver_at_ms < next_due_ms:

@@ -21,35 +21,51 @@ def entry_time_ms(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
+#: The inbound field that marks a send handed down from a coarse slot (not a new message).
+CASCADE_FIELD = b"cascade"
+
+
 def to_packed(
-    entry_id: str, fields: Mapping[bytes, bytes], *, limits: Limits, tick_ms: int, shards: int
-) -> tuple[int, bytes]:
-    """The wheel key and the pack-format record for one inbound stream entry."""
+    entry_id: str,
+    fields: Mapping[bytes, bytes],
+    *,
+    limits: Limits,
+    wheel: timing.Wheel,
+    shards: int,
+) -> list[tuple[int, bytes]]:
+    """The (wheel key, pack-format record) pairs for one inbound stream entry.
+
+    A send goes to one key, at the level its delay calls for; a cancel goes to
+    both levels of its message's time, so it finds the message wherever it is.
+    """
+    received_ms = entry_time_ms(entry_id)
     try:
-        record = decode_record(fields, received_ms=entry_time_ms(entry_id), limits=limits)
+        record = decode_record(fields, received_ms=received_ms, limits=limits)
     except DelaylineError as exc:
-        return reject(entry_id, fields, str(exc), shards=shards)
-    key = timing.wheel_key(
-        timing.slot_start_ms(record.deliver_at_ms, tick_ms), ids.shard_of(record.id, shards)
-    )
+        return [reject(entry_id, fields, str(exc), shards=shards)]
+    shard = ids.shard_of(record.id, shards)
     if isinstance(record, Cancel):
-        return key, packs.encode(
-            packs.Record(packs.CANCEL, record.deliver_at_ms, record.id, entry_id)
-        )
-    return key, packs.encode(
-        packs.Record(
-            kind=packs.SEND,
-            deliver_at_ms=record.deliver_at_ms,
-            id=record.id,
-            inbound_id=entry_id,
-            topic=record.topic,
-            body=record.body,
-            key=record.key or "",
-            # Validated JSON as the producer wrote it: no need to encode it again.
-            headers=fields.get(b"headers", b"").decode() or "{}",
-            attempt=record.attempt,
-        )
+        cancel = packs.encode(packs.Record(packs.CANCEL, record.deliver_at_ms, record.id, entry_id))
+        fine = timing.slot_start_ms(record.deliver_at_ms, wheel.tick_ms)
+        coarse = timing.slot_start_ms(record.deliver_at_ms, wheel.coarse_tick_ms)
+        return [
+            (timing.wheel_key(fine, shard), cancel),
+            (timing.wheel_key(coarse, shard, coarse=True), cancel),
+        ]
+    slot_ms, coarse_level = wheel.place(record.deliver_at_ms, received_ms)
+    send = packs.Record(
+        kind=packs.SEND,
+        deliver_at_ms=record.deliver_at_ms,
+        id=record.id,
+        inbound_id=entry_id,
+        topic=record.topic,
+        body=record.body,
+        key=record.key or "",
+        # Validated JSON as the producer wrote it: no need to encode it again.
+        headers=fields.get(b"headers", b"").decode() or "{}",
+        attempt=record.attempt,
     )
+    return [(timing.wheel_key(slot_ms, shard, coarse=coarse_level), packs.encode(send))]
 
 
 def reject(

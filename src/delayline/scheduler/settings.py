@@ -11,13 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from delayline.errors import ConfigurationError
-from delayline.timing import MAX_SHARDS
+from delayline.timing import MAX_SHARDS, Wheel
 from delayline.transports.redis_streams import DEFAULT_REDIS_URL
 from delayline.validation import Limits
 
 #: Settings that shape the state keys or a batch's output. Changing them under an
 #: existing checkpoint would misroute cancels or break replay, so they are pinned.
-PINNED = ("tick_ms", "shards", "state_partitions", "fire_lead_ms")
+PINNED = (
+    "tick_ms",
+    "shards",
+    "state_partitions",
+    "fire_lead_ms",
+    "coarse_tick_ms",
+    "coarse_after_ms",
+    "cascade_lead_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,11 @@ class SchedulerSettings:
     #: Where Spark keeps offsets and state; any Hadoop URI. None: <data_dir>/checkpoint.
     checkpoint: str | None = None
     tick_ms: int = 500
+    #: Messages due more than ``coarse_after_ms`` ahead wait in coarse slots of
+    #: ``coarse_tick_ms``, handed down ``cascade_lead_ms`` before they start.
+    coarse_tick_ms: int = 60_000
+    coarse_after_ms: int = 300_000
+    cascade_lead_ms: int = 120_000
     shards: int = 4
     state_partitions: int = 2
     trigger_ms: int = 500
@@ -66,6 +79,15 @@ class SchedulerSettings:
                 raise ConfigurationError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.shards > MAX_SHARDS:
             raise ConfigurationError(f"shards must be at most {MAX_SHARDS}, got {self.shards}")
+        try:
+            self.wheel  # noqa: B018 - validates the wheel's shape
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
+
+    @property
+    def wheel(self) -> Wheel:
+        """The two-level wheel these settings describe."""
+        return Wheel(self.tick_ms, self.coarse_tick_ms, self.coarse_after_ms, self.cascade_lead_ms)
 
     @property
     def checkpoint_location(self) -> str:

