@@ -48,7 +48,8 @@ def plan(quick: bool, rate: float, rates: list[float] | None = None) -> dict[str
             for n in PENDING_SIZES
         ],
         "saturation": [[("saturation", partial(workloads.saturation,
-                                               rates=rates or SATURATION_RATES, step_s=30))]],
+                                               rates=rates or SATURATION_RATES, step_s=30,
+                                               warmup_s=20))]],
         "recovery": [[("recovery", partial(workloads.recovery, pending=1_000_000, rate=1_000,
                                            duration_s=60))]],
     }  # fmt: skip

@@ -166,8 +166,17 @@ def pending_heavy(bench: Bench, *, pending: int, rate: float, duration_s: float)
     return _result("pending-heavy", params, due, bench, sampler, achieved)
 
 
-def saturation(bench: Bench, *, rates: list[float], step_s: float) -> dict[str, Any]:
-    """Step the rate up until p99 lateness passes 1 s or the system falls behind."""
+def saturation(
+    bench: Bench, *, rates: list[float], step_s: float, warmup_s: float = 0
+) -> dict[str, Any]:
+    """Step the rate up until p99 lateness passes 1 s or the system falls behind.
+
+    A first ``warmup_s`` at the lowest rate is not scored: a JVM's first batches
+    compile their code, and a cold start is not what capacity measures.
+    """
+    if warmup_s:
+        steady(bench, rate=rates[0], duration_s=warmup_s, min_delay_s=1, max_delay_s=10,
+               name="satwarmup")  # fmt: skip
     steps = []
     capacity = 0.0
     for rate in rates:
@@ -204,7 +213,7 @@ def saturation(bench: Bench, *, rates: list[float], step_s: float) -> dict[str, 
     return {
         "system": bench.system.name,
         "workload": "saturation",
-        "params": {"rates": rates, "step_s": step_s},
+        "params": {"rates": rates, "step_s": step_s, "warmup_s": warmup_s},
         "capacity": capacity,
         "steps": steps,
     }
