@@ -21,12 +21,10 @@ from typing import Any, ClassVar
 from arq import create_pool
 from arq.connections import RedisSettings
 
-from bench.systems.base import Job, System, record_receipt
-from bench.systems.probe import READY_LINE, START_TIMEOUT_S, wait_consuming
-from bench.systems.processes import kill_group, spawn, terminate, wait_for_log
+from bench.systems.base import Job, record_receipt
+from bench.systems.probe import READY_LINE
+from bench.systems.worker import REDIS_URL_ENV, WorkerSystem
 
-#: Where the worker finds its Redis (the harness process opens its own pool).
-REDIS_URL_ENV = "BENCH_SYSTEM_REDIS_URL"
 #: Enqueues in flight at once: each holds one pooled connection (WATCH/MULTI).
 GATHER = 100
 
@@ -56,33 +54,22 @@ class WorkerSettings:
     redis_settings = RedisSettings.from_dsn(os.environ.get(REDIS_URL_ENV, "redis://localhost"))
 
 
-class ArqSystem(System):
+class ArqSystem(WorkerSystem):
     name = "arq"
 
-    def start(self) -> None:
+    def connect(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._pool = self._loop.run_until_complete(
             create_pool(RedisSettings.from_dsn(self.redis_url))
         )
-        self._spawn_worker()
-        wait_consuming(self, [self._worker])
 
-    def _spawn_worker(self) -> None:
-        env = self.child_env() | {REDIS_URL_ENV: self.redis_url}
-        self._log = self.workdir / "worker.log"
-        self._log.unlink(missing_ok=True)
-        self._worker = spawn(
-            [
-                sys.executable,
-                "-m",
-                "arq",
-                "bench.systems.arq_sys.WorkerSettings",
-                "--custom-log-dict",
-                "bench.systems.arq_sys.LOG_CONFIG",
-            ],
-            env=env,
-            log=self._log,
-        )
+    def disconnect(self) -> None:
+        self._loop.run_until_complete(self._pool.aclose())
+        self._loop.close()
+
+    def worker_args(self) -> list[str]:
+        return [sys.executable, "-m", "arq", "bench.systems.arq_sys.WorkerSettings",
+                "--custom-log-dict", "bench.systems.arq_sys.LOG_CONFIG"]  # fmt: skip
 
     def schedule(self, jobs: Sequence[Job]) -> None:
         self._loop.run_until_complete(self._enqueue(jobs))
@@ -99,18 +86,3 @@ class ArqSystem(System):
                     for job in jobs[start : start + GATHER]
                 )
             )
-
-    def pids(self) -> list[int]:
-        return [self._worker.pid]
-
-    def kill(self) -> None:
-        kill_group(self._worker)
-
-    def restart(self) -> None:
-        self._spawn_worker()
-        wait_for_log(self._log, READY_LINE, START_TIMEOUT_S, self._worker)
-
-    def stop(self) -> None:
-        terminate(self._worker)
-        self._loop.run_until_complete(self._pool.aclose())
-        self._loop.close()

@@ -18,12 +18,9 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready
 
-from bench.systems.base import Job, System, record_receipt
-from bench.systems.probe import READY_LINE, START_TIMEOUT_S, wait_consuming
-from bench.systems.processes import kill_group, spawn, terminate, wait_for_log
-
-#: Where the worker finds its broker (the harness process sets ``app.conf`` instead).
-REDIS_URL_ENV = "BENCH_SYSTEM_REDIS_URL"
+from bench.systems.base import Job, record_receipt
+from bench.systems.probe import READY_LINE
+from bench.systems.worker import REDIS_URL_ENV, WorkerSystem
 
 app = Celery("bench", broker=os.environ.get(REDIS_URL_ENV))
 logger = logging.getLogger(__name__)
@@ -40,34 +37,15 @@ def _announce_ready(**_: Any) -> None:
     logger.warning(READY_LINE)
 
 
-class CelerySystem(System):
+class CelerySystem(WorkerSystem):
     name = "celery"
 
-    def start(self) -> None:
+    def connect(self) -> None:
         app.conf.broker_url = self.redis_url
-        self._spawn_worker()
-        wait_consuming(self, [self._worker])
 
-    def _spawn_worker(self) -> None:
-        env = self.child_env() | {REDIS_URL_ENV: self.redis_url}
-        self._log = self.workdir / "worker.log"
-        self._log.unlink(missing_ok=True)
-        self._worker = spawn(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "bench.systems.celery_sys",
-                "worker",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "WARNING",
-            ],
-            env=env,
-            log=self._log,
-        )
+    def worker_args(self) -> list[str]:
+        return [sys.executable, "-m", "celery", "-A", "bench.systems.celery_sys", "worker",
+                "--concurrency", "2", "--loglevel", "WARNING"]  # fmt: skip
 
     def schedule(self, jobs: Sequence[Job]) -> None:
         with app.producer_or_acquire() as producer:
@@ -77,16 +55,3 @@ class CelerySystem(System):
                     eta=datetime.fromtimestamp(job.due_ms / 1000, tz=UTC),
                     producer=producer,
                 )
-
-    def pids(self) -> list[int]:
-        return [self._worker.pid]
-
-    def kill(self) -> None:
-        kill_group(self._worker)
-
-    def restart(self) -> None:
-        self._spawn_worker()
-        wait_for_log(self._log, READY_LINE, START_TIMEOUT_S, self._worker)
-
-    def stop(self) -> None:
-        terminate(self._worker)

@@ -18,12 +18,9 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import Middleware
 
-from bench.systems.base import Job, System, now_ms, record_receipt
-from bench.systems.probe import READY_LINE, START_TIMEOUT_S, wait_consuming
-from bench.systems.processes import kill_group, spawn, terminate, wait_for_log
-
-#: Where the worker finds its broker (the harness process builds its own broker).
-REDIS_URL_ENV = "BENCH_SYSTEM_REDIS_URL"
+from bench.systems.base import Job, now_ms, record_receipt
+from bench.systems.probe import READY_LINE
+from bench.systems.worker import REDIS_URL_ENV, WorkerSystem
 
 logger = logging.getLogger(__name__)
 logging.getLogger("dramatiq").setLevel(logging.WARNING)
@@ -47,47 +44,19 @@ def deliver(key: str) -> None:
     record_receipt(key)
 
 
-class DramatiqSystem(System):
+class DramatiqSystem(WorkerSystem):
     name = "dramatiq"
 
-    def start(self) -> None:
+    def connect(self) -> None:
         self._deliver = dramatiq.actor(deliver.fn, broker=RedisBroker(url=self.redis_url))
-        self._spawn_worker()
-        wait_consuming(self, [self._worker])
 
-    def _spawn_worker(self) -> None:
-        env = self.child_env() | {REDIS_URL_ENV: self.redis_url}
-        self._log = self.workdir / "worker.log"
-        self._log.unlink(missing_ok=True)
-        self._worker = spawn(
-            [
-                sys.executable,
-                "-m",
-                "dramatiq",
-                "bench.systems.dramatiq_sys",
-                "--processes",
-                "1",
-                "--threads",
-                "2",
-            ],
-            env=env,
-            log=self._log,
-        )
+    def disconnect(self) -> None:
+        self._deliver.broker.close()
+
+    def worker_args(self) -> list[str]:
+        return [sys.executable, "-m", "dramatiq", "bench.systems.dramatiq_sys",
+                "--processes", "1", "--threads", "2"]  # fmt: skip
 
     def schedule(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
             self._deliver.send_with_options(args=(job.key,), delay=max(0, job.due_ms - now_ms()))
-
-    def pids(self) -> list[int]:
-        return [self._worker.pid]
-
-    def kill(self) -> None:
-        kill_group(self._worker)
-
-    def restart(self) -> None:
-        self._spawn_worker()
-        wait_for_log(self._log, READY_LINE, START_TIMEOUT_S, self._worker)
-
-    def stop(self) -> None:
-        terminate(self._worker)
-        self._deliver.broker.close()

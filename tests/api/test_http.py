@@ -12,11 +12,12 @@ import pytest
 import redis
 
 from delayline.api.app import create_app
-from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.ids import new_message_id
 from delayline.timing import now_ms
 from delayline.transports import keys
-from delayline.transports.redis_streams import Deliver, RedisStreams, Reject
+from delayline.transports.redis_streams import RedisStreams, Reject
 from tests.conftest import free_port
+from tests.sinking import delivered, sink
 
 Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
 
@@ -36,29 +37,6 @@ def call(redis_url: str, scenario: Scenario, **app_options: Any) -> None:
 def error_of(response: httpx.Response) -> tuple[int, str, str]:
     body = response.json()
     return response.status_code, body["error"]["field"], body["error"]["rule"]
-
-
-def deliver_now(redis_url: str, message_id: str) -> None:
-    streams = RedisStreams.from_url(redis_url)
-    streams.write_chunk(
-        query_id="q",
-        partition=0,
-        batch_id=now_ms(),
-        first_row=0,
-        rows=[
-            Deliver(
-                topic="t",
-                id=message_id,
-                body=b"x",
-                key="",
-                headers="{}",
-                deliver_at_ms=deliver_at_ms_of(message_id),
-                attempt=1,
-            )
-        ],
-        journal_ttl_s=3600,
-    )
-    streams.close()
 
 
 def test_post_a_message(redis_url: str, raw_redis: redis.Redis) -> None:
@@ -214,7 +192,7 @@ def test_status_and_cancel(redis_url: str, raw_redis: redis.Redis) -> None:
         assert again.status_code == 200  # idempotent
 
         shipped = (await http.post("/v1/messages", json={"topic": "t", "body": "x"})).json()["id"]
-        deliver_now(redis_url, shipped)
+        sink(redis_url, delivered(shipped))
         status = (await http.get(f"/v1/messages/{shipped}")).json()
         assert status["state"] == "delivered"
         assert status["delivered_at_ms"] >= status["deliver_at_ms"]
@@ -265,7 +243,7 @@ def test_healthz_and_metrics(redis_url: str) -> None:
         assert 0 <= body["last_batch_age_ms"] < 5_000
 
         shipped = (await http.post("/v1/messages", json={"topic": "t", "body": "x"})).json()["id"]
-        deliver_now(redis_url, shipped)
+        sink(redis_url, delivered(shipped))
         metrics = await http.get("/metrics")
         assert metrics.status_code == 200
         assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")

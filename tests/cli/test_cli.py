@@ -17,35 +17,12 @@ from delayline.cli import main
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.timing import now_ms
 from delayline.transports import keys
-from delayline.transports.redis_streams import Deliver, RedisStreams
 from tests.conftest import free_port
+from tests.sinking import delivered, sink
 
 
 def invoke(redis_url: str, *args: str, input: bytes | None = None) -> Result:
     return CliRunner().invoke(main, list(args), input=input, env={"DELAYLINE_REDIS_URL": redis_url})
-
-
-def deliver_now(redis_url: str, message_id: str, topic: str = "t") -> None:
-    streams = RedisStreams.from_url(redis_url)
-    streams.write_chunk(
-        query_id="q",
-        partition=0,
-        batch_id=now_ms(),
-        first_row=0,
-        rows=[
-            Deliver(
-                topic=topic,
-                id=message_id,
-                body=b"hello",
-                key="",
-                headers="{}",
-                deliver_at_ms=deliver_at_ms_of(message_id),
-                attempt=1,
-            )
-        ],
-        journal_ttl_s=3600,
-    )
-    streams.close()
 
 
 def sent(raw: redis.Redis) -> dict[bytes, bytes]:
@@ -139,10 +116,10 @@ def test_cancel_and_status(redis_url: str) -> None:
     assert (as_json["id"], as_json["state"]) == (message_id, "cancelled")
 
     shipped = invoke(redis_url, "send", "t", "x").output.strip()
-    deliver_now(redis_url, shipped)
-    delivered = invoke(redis_url, "status", shipped)
-    assert "state         delivered\n" in delivered.output
-    assert "(late " in delivered.output
+    sink(redis_url, delivered(shipped, body=b"hello"))
+    shown = invoke(redis_url, "status", shipped)
+    assert "state         delivered\n" in shown.output
+    assert "(late " in shown.output
     too_late = invoke(redis_url, "cancel", shipped)
     assert too_late.exit_code == 1
     assert too_late.output == f"error: message {shipped} cannot be cancelled: it is delivered\n"
@@ -151,7 +128,7 @@ def test_cancel_and_status(redis_url: str) -> None:
 def test_tail_with_a_group_reads_and_acks(redis_url: str, raw_redis: redis.Redis) -> None:
     ids = [new_message_id(now_ms()) for _ in range(2)]
     for message_id in ids:
-        deliver_now(redis_url, message_id, topic="watch")
+        sink(redis_url, delivered(message_id, topic="watch", body=b"hello"))
     result = invoke(redis_url, "tail", "watch", "--group", "g", "--count", "2")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -162,7 +139,7 @@ def test_tail_with_a_group_reads_and_acks(redis_url: str, raw_redis: redis.Redis
 
 def test_stats(redis_url: str) -> None:
     shipped = invoke(redis_url, "send", "t", "x").output.strip()
-    deliver_now(redis_url, shipped)
+    sink(redis_url, delivered(shipped, body=b"hello"))
     text = invoke(redis_url, "stats")
     assert text.exit_code == 0
     assert "delivered              1\n" in text.output

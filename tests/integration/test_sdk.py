@@ -17,8 +17,9 @@ from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.model import decode_record
 from delayline.timing import now_ms
 from delayline.transports import keys
-from delayline.transports.redis_streams import Deliver, Drop, RedisStreams, Reject
+from delayline.transports.redis_streams import Drop, Reject
 from delayline.validation import Limits
+from tests.sinking import delivered, sink
 
 
 @pytest.fixture
@@ -29,32 +30,6 @@ def client(redis_url: str) -> Iterator[Client]:
 
 def inbound(raw: redis.Redis) -> list[dict[bytes, bytes]]:
     return [fields for _, fields in raw.xrange(keys.INBOUND)]
-
-
-def sink(redis_url: str, *rows: Deliver | Drop | Reject) -> None:
-    """Write rows exactly as the scheduler's sink would."""
-    streams = RedisStreams.from_url(redis_url)
-    streams.write_chunk(
-        query_id="q",
-        partition=0,
-        batch_id=time.time_ns(),
-        first_row=0,
-        rows=list(rows),
-        journal_ttl_s=3600,
-    )
-    streams.close()
-
-
-def delivered(message_id: str, topic: str = "t", body: bytes = b"x", attempt: int = 1) -> Deliver:
-    return Deliver(
-        topic=topic,
-        id=message_id,
-        body=body,
-        key="",
-        headers="{}",
-        deliver_at_ms=deliver_at_ms_of(message_id),
-        attempt=attempt,
-    )
 
 
 # -- producing -------------------------------------------------------------------------------
@@ -146,18 +121,7 @@ def test_consume_creates_the_group_and_acks(
     client: Client, redis_url: str, raw_redis: redis.Redis
 ) -> None:
     message_id = client.send("orders", b"order-42", key="42", headers={"h": "v"})
-    sink(
-        redis_url,
-        Deliver(
-            topic="orders",
-            id=message_id,
-            body=b"order-42",
-            key="42",
-            headers='{"h":"v"}',
-            deliver_at_ms=deliver_at_ms_of(message_id),
-            attempt=1,
-        ),
-    )
+    sink(redis_url, delivered(message_id, "orders", b"order-42", key="42", headers='{"h":"v"}'))
     delivery = next(client.consume("orders", "billing", block_ms=100))
     assert (delivery.id, delivery.body, delivery.key, delivery.headers, delivery.attempt) == (
         message_id,

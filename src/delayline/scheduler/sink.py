@@ -67,8 +67,9 @@ def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list
 
 
 def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
-    if record.kind == packs.DELIVER:
-        deliver = Deliver(
+    if record.kind in (packs.DELIVER, packs.CASCADE):
+        row = Deliver if record.kind == packs.DELIVER else Cascade
+        message = row(
             topic=record.topic,
             id=record.id,
             body=record.body,
@@ -77,18 +78,7 @@ def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
             deliver_at_ms=record.deliver_at_ms,
             attempt=record.attempt,
         )
-        return record.deliver_at_ms, deliver
-    if record.kind == packs.CASCADE:
-        cascade = Cascade(
-            topic=record.topic,
-            id=record.id,
-            body=record.body,
-            key=record.key,
-            headers=record.headers or "{}",
-            deliver_at_ms=record.deliver_at_ms,
-            attempt=record.attempt,
-        )
-        return record.deliver_at_ms, cascade
+        return record.deliver_at_ms, message
     if record.kind == packs.DROP:
         return 0, Drop(id=record.id, deliver_at_ms=record.deliver_at_ms)
     fields = [

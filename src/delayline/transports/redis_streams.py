@@ -45,28 +45,28 @@ def translated_errors(action: str) -> Iterator[None]:
         raise TransportError(f"cannot {action}: {exc}") from exc
 
 
-class Deliver(NamedTuple):
+class OutgoingMessage(NamedTuple):
+    """A message leaving the scheduler, as the sink writes it."""
+
+    topic: str
+    id: str
+    body: bytes
+    key: str
+    headers: str
+    deliver_at_ms: int
+    attempt: int
+
+
+class Deliver(OutgoingMessage):
     """A due message, bound for its topic stream."""
 
-    topic: str
-    id: str
-    body: bytes
-    key: str
-    headers: str
-    deliver_at_ms: int
-    attempt: int
+    __slots__ = ()
 
 
-class Cascade(NamedTuple):
+class Cascade(OutgoingMessage):
     """A message handed down from a coarse slot: back to the inbound stream, marked."""
 
-    topic: str
-    id: str
-    body: bytes
-    key: str
-    headers: str
-    deliver_at_ms: int
-    attempt: int
+    __slots__ = ()
 
 
 class Drop(NamedTuple):
