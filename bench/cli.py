@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from bench.harness import run_system
-from bench.plans import Session, plan
+from bench.plans import RECOVERY_PENDING, Session, plan
 from bench.systems import SYSTEMS, load
 
 RESULTS = Path(__file__).parent / "results"
@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workloads", default="steady,burst,pending-heavy,saturation,recovery")
     run.add_argument("--rate", type=float, default=5_000, help="steady-workload rate (msg/s)")
     run.add_argument("--rates", default=None, help="saturation steps, comma-separated (msg/s)")
+    run.add_argument("--recovery-pending", type=int, default=RECOVERY_PENDING,
+                     help="pending messages in the recovery workload")  # fmt: skip
     run.add_argument("--out", type=Path, default=None, help="results directory")
 
     producer = commands.add_parser("send-many", help="SDK send_many throughput to a local Redis")
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = args.out or RESULTS / ("quick" if args.quick else "full")
     rates = [float(r) for r in args.rates.split(",")] if args.rates else None
-    groups = plan(args.quick, args.rate, rates)
+    groups = plan(args.quick, args.rate, rates, args.recovery_pending)
     for name in args.systems.split(","):
         for session in sessions_for(name, args.workloads.split(","), groups, args.quick):
             run_system(load(name), session, out)

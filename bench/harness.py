@@ -64,8 +64,18 @@ def run_system(
         system.stop()
         system_redis.stop()
         receipts_redis.stop()
+        keep_logs(system.workdir, out_dir / "logs" / f"{system.name}-{workloads[0][0]}")
         shutil.rmtree(scratch, ignore_errors=True)
     return results
+
+
+def keep_logs(workdir: Path, target: Path) -> None:
+    """Copy the system's logs out of its scratch directory: they explain the numbers."""
+    logs = sorted(workdir.glob("*.log*"))
+    if logs:
+        target.mkdir(parents=True, exist_ok=True)
+        for log in logs:
+            shutil.copy2(log, target / log.name)
 
 
 def headline(result: dict[str, Any]) -> str:

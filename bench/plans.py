@@ -20,10 +20,20 @@ PENDING_SIZES = [10_000, 100_000, 1_000_000]
 Session = list[tuple[str, Workload]]
 
 
-def plan(quick: bool, rate: float, rates: list[float] | None = None) -> dict[str, list[Session]]:
-    """Workload group -> sessions. ``rate``: the steady rate; ``rates``: the saturation steps.
+#: Pending messages while the recovery workload kills and restarts the system.
+RECOVERY_PENDING = 1_000_000
 
-    Both apply to the full benchmark only.
+
+def plan(
+    quick: bool,
+    rate: float,
+    rates: list[float] | None = None,
+    recovery_pending: int = RECOVERY_PENDING,
+) -> dict[str, list[Session]]:
+    """Workload group -> sessions. ``rate``: the steady rate; ``rates``: the saturation steps;
+    ``recovery_pending``: the backlog of the recovery workload.
+
+    All three apply to the full benchmark only.
     """
     if quick:
         return {
@@ -50,6 +60,6 @@ def plan(quick: bool, rate: float, rates: list[float] | None = None) -> dict[str
         "saturation": [[("saturation", partial(workloads.saturation,
                                                rates=rates or SATURATION_RATES, step_s=30,
                                                warmup_s=20))]],
-        "recovery": [[("recovery", partial(workloads.recovery, pending=1_000_000, rate=1_000,
+        "recovery": [[("recovery", partial(workloads.recovery, pending=recovery_pending, rate=1_000,
                                            duration_s=60))]],
     }  # fmt: skip

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import redis
 
 from bench.systems.base import Job, System, now_ms, record_receipts
-from bench.systems.processes import kill_group, spawn, terminate, wait_for_log
+from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 from delayline import Client
 
 TOPIC = "bench.jobs"
@@ -34,9 +34,7 @@ class DelaylineSystem(System):
         self._client = Client(self.redis_url)
 
     def _start_scheduler(self) -> None:
-        log = self.workdir / "scheduler.log"
-        if log.exists():
-            log.unlink()
+        log = fresh_log(self.workdir / "scheduler.log")
         self._scheduler = spawn(
             [
                 sys.executable,

@@ -19,6 +19,16 @@ def spawn(args: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.
         )
 
 
+def fresh_log(log: Path) -> Path:
+    """Move an earlier run's ``log`` aside (kept, with a time suffix); return ``log``.
+
+    A restarted process then waits for its own ready line, not the first run's.
+    """
+    if log.exists():
+        log.rename(log.with_suffix(f"{log.suffix}.{time.time_ns()}"))
+    return log
+
+
 def kill_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     """Signal the process's whole group; wait for the leader."""
     if process.poll() is None:

@@ -21,7 +21,7 @@ from rq import Queue, Worker
 
 from bench.systems.base import Job, System, record_receipt
 from bench.systems.probe import START_TIMEOUT_S, wait_consuming
-from bench.systems.processes import kill_group, spawn, terminate
+from bench.systems.processes import fresh_log, kill_group, spawn, terminate
 
 WORKERS = 2
 BATCH = 1_000
@@ -44,8 +44,7 @@ class RqSystem(System):
     def _spawn_workers(self) -> None:
         self._workers: list[subprocess.Popen[bytes]] = []
         for n in range(WORKERS):
-            log = self.workdir / f"worker{n}.log"
-            log.unlink(missing_ok=True)
+            log = fresh_log(self.workdir / f"worker{n}.log")
             self._workers.append(
                 spawn(
                     [

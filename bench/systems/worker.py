@@ -12,7 +12,7 @@ from abc import abstractmethod
 
 from bench.systems.base import System
 from bench.systems.probe import READY_LINE, START_TIMEOUT_S, wait_consuming
-from bench.systems.processes import kill_group, spawn, terminate, wait_for_log
+from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 
 #: Where the worker finds its broker (the harness process connects on its own).
 REDIS_URL_ENV = "BENCH_SYSTEM_REDIS_URL"
@@ -39,8 +39,7 @@ class WorkerSystem(System):
         wait_consuming(self, [self._worker])
 
     def _spawn_worker(self) -> None:
-        self._log = self.workdir / "worker.log"
-        self._log.unlink(missing_ok=True)
+        self._log = fresh_log(self.workdir / "worker.log")
         env = self.child_env() | {REDIS_URL_ENV: self.redis_url}
         self._worker = spawn(self.worker_args(), env=env, log=self._log)
 

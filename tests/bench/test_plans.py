@@ -26,6 +26,8 @@ def test_the_full_plan_is_the_documented_one() -> None:
     assert [kwargs(groups, "pending-heavy", i)["pending"] for i in range(3)] == PENDING_SIZES
     assert PENDING_SIZES == [10_000, 100_000, 1_000_000]
     assert kwargs(groups, "recovery")["pending"] == 1_000_000
+    smaller = plan(quick=False, rate=5_000, recovery_pending=10_000)
+    assert kwargs(smaller, "recovery")["pending"] == 10_000
     assert kwargs(groups, "saturation")["rates"][-1] >= 20_000
 
 
