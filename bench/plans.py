@@ -60,6 +60,6 @@ def plan(
         "saturation": [[("saturation", partial(workloads.saturation,
                                                rates=rates or SATURATION_RATES, step_s=30,
                                                warmup_s=20))]],
-        "recovery": [[("recovery", partial(workloads.recovery, pending=recovery_pending, rate=1_000,
-                                           duration_s=60))]],
+        "recovery": [[(f"recovery-{recovery_pending}", partial(
+            workloads.recovery, pending=recovery_pending, rate=1_000, duration_s=60))]],
     }  # fmt: skip

@@ -94,17 +94,20 @@ def saturation_table(found: dict[tuple[str, str], dict[str, Any]]) -> str:
 
 def recovery_table(found: dict[tuple[str, str], dict[str, Any]]) -> str:
     lines = [
-        "| system | restart s | first delivery after restart s | lost | dup | early |",
-        "|---|---|---|---|---|---|",
+        "| system | pending | restart s | first delivery after restart s "
+        "| p99 ms | lost | dup | early |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for system in systems_in(found):
-        result = found.get((system, "recovery"))
-        if result is None:
-            continue
+    order = {system: n for n, system in enumerate(systems_in(found))}
+    runs = sorted(
+        (result for (_, workload), result in found.items() if workload.startswith("recovery")),
+        key=lambda result: (-result["params"]["pending"], order[result["system"]]),
+    )
+    for result in runs:
         lines.append(
-            f"| {system} | {result['restart_s']} | "
-            f"{result['first_delivery_after_restart_s']} | {result['lost']:,} | "
-            f"{result['duplicates']:,} | {result['early']:,} |"
+            f"| {result['system']} | {result['params']['pending']:,} | {result['restart_s']} | "
+            f"{result['first_delivery_after_restart_s']} | {_cell(result['lateness_p99_ms'])} | "
+            f"{result['lost']:,} | {result['duplicates']:,} | {result['early']:,} |"
         )
     return "\n".join(lines)
 

@@ -130,10 +130,13 @@ def burst(
 #: How fast pending-heavy loads its far-future messages (msg/s, at most): the point
 #: is memory with many pending, not with a backlog of unread input.
 LOAD_RATE = 10_000
+#: How long a system may take to absorb the load into its own store.
+ABSORB_TIMEOUT_S = 600
 
 
-def load_pending(bench: Bench, count: int, prefix: str) -> float:
-    """Schedule ``count`` messages due 1 to 24 h from now; returns seconds it took."""
+def load_pending(bench: Bench, count: int, prefix: str) -> tuple[float, float]:
+    """Schedule ``count`` messages due 1 to 24 h from now, then wait until the system
+    has absorbed them; returns the seconds each took."""
     started = time.monotonic()
     for start in range(0, count, 10_000):
         pause = started + start / LOAD_RATE - time.monotonic()
@@ -146,13 +149,15 @@ def load_pending(bench: Bench, count: int, prefix: str) -> float:
                 for n in range(start, min(count, start + 10_000))
             ]
         )
-    return time.monotonic() - started
+    loaded = time.monotonic()
+    bench.system.wait_absorbed(ABSORB_TIMEOUT_S)
+    return loaded - started, time.monotonic() - loaded
 
 
 def pending_heavy(bench: Bench, *, pending: int, rate: float, duration_s: float) -> dict[str, Any]:
     """``pending`` messages due in 1-24 h, while ``rate``/s with 1-10 s delays flows."""
     with bench.sampler() as sampler:
-        load_s = load_pending(bench, pending, f"far{pending}")
+        load_s, absorb_s = load_pending(bench, pending, f"far{pending}")
         due, achieved = bench.produce(
             f"near{pending}", rate, duration_s, lambda: bench.rng.randint(1_000, 10_000)
         )
@@ -162,6 +167,7 @@ def pending_heavy(bench: Bench, *, pending: int, rate: float, duration_s: float)
         "rate": rate,
         "duration_s": duration_s,
         "load_s": round(load_s, 1),
+        "absorb_s": round(absorb_s, 1),
     }
     return _result("pending-heavy", params, due, bench, sampler, achieved)
 
@@ -226,7 +232,7 @@ def recovery(bench: Bench, *, pending: int, rate: float, duration_s: float) -> d
     it, and lost, duplicated or early deliveries among the streamed messages.
     """
     with bench.sampler() as sampler:
-        load_pending(bench, pending, f"rfar{pending}")
+        load_s, absorb_s = load_pending(bench, pending, f"rfar{pending}")
         half = duration_s / 2
         due, first_rate = bench.produce(
             "rnear-a", rate, half, lambda: bench.rng.randint(1_000, 10_000)
@@ -251,7 +257,14 @@ def recovery(bench: Bench, *, pending: int, rate: float, duration_s: float) -> d
             time.sleep(0.05)
         first_delivery_s = time.monotonic() - restart_started
         bench.wait_settled(due, timeout_s=120)
-    params = {"pending": pending, "rate": rate, "duration_s": duration_s, "killed_at_ms": killed_ms}
+    params = {
+        "pending": pending,
+        "rate": rate,
+        "duration_s": duration_s,
+        "load_s": round(load_s, 1),
+        "absorb_s": round(absorb_s, 1),
+        "killed_at_ms": killed_ms,
+    }
     result = _result("recovery", params, due, bench, sampler, (first_rate + second_rate) / 2)
     result["restart_s"] = round(restarted_s, 1)
     result["first_delivery_after_restart_s"] = round(first_delivery_s, 1)

@@ -77,6 +77,14 @@ class System(ABC):
     def schedule(self, jobs: Sequence[Job]) -> None:
         """Schedule ``jobs`` through the system's producer API (from the harness process)."""
 
+    def wait_absorbed(self, timeout_s: float) -> None:
+        """Return once what was scheduled is in the system's own store, or after ``timeout_s``.
+
+        The peers' producers write straight into their store; a system with an
+        input log to digest first overrides this.
+        """
+        return
+
     @abstractmethod
     def pids(self) -> list[int]:
         """Top-level pids of the system's processes (children are found by the sampler)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Sequence
 
 import redis
@@ -11,10 +12,13 @@ import redis
 from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 from delayline import Client
+from delayline.transports.keys import INBOUND
 
 TOPIC = "bench.jobs"
 GROUP = "bench"
 BATCH = 1_000
+#: Inbound entries left that count as absorbed: about one trigger's worth of input.
+ABSORBED_BELOW = 1_000
 #: Spark's cold start on 2 cores, plus the first batch after a restart with a backlog.
 START_TIMEOUT_S = 300
 
@@ -61,6 +65,14 @@ class DelaylineSystem(System):
                     for job in jobs[start : start + BATCH]
                 ]
             )
+
+    def wait_absorbed(self, timeout_s: float) -> None:
+        """Until the scheduler has read its inbound stream (trimmed after each commit)."""
+        inbound = redis.Redis.from_url(self.redis_url)
+        deadline = time.monotonic() + timeout_s
+        while inbound.xlen(INBOUND) > ABSORBED_BELOW and time.monotonic() < deadline:
+            time.sleep(0.5)
+        inbound.close()
 
     def pids(self) -> list[int]:
         return [self._scheduler.pid, self._consumer.pid]

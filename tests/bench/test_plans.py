@@ -28,6 +28,7 @@ def test_the_full_plan_is_the_documented_one() -> None:
     assert kwargs(groups, "recovery")["pending"] == 1_000_000
     smaller = plan(quick=False, rate=5_000, recovery_pending=10_000)
     assert kwargs(smaller, "recovery")["pending"] == 10_000
+    assert smaller["recovery"][0][0][0] == "recovery-10000"  # its own result file
     assert kwargs(groups, "saturation")["rates"][-1] >= 20_000
 
 
