@@ -34,16 +34,19 @@ class Scheduler:
         self._last_reported_batch = -1
 
     def start(self) -> None:
-        """Start Spark and the query.
+        """Start the outbox pump, then Spark and the query.
 
-        Raises JavaNotFoundError, ConfigurationError or SchedulerError.
+        The pump goes first: after a crash, what waits in the outbox is due
+        within the lead and needs no Spark, so it is delivered while the JVM
+        starts (tens of seconds) rather than after. Raises JavaNotFoundError,
+        ConfigurationError or SchedulerError.
         """
+        self._pump.start()
         self._spark = build_session(self.settings)
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
-        self._pump.start()
 
     def wait_ready(self, timeout_s: float = 300.0) -> None:
         """Block until the first batch has completed: then deliveries flow at full speed.
