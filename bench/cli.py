@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workloads", default="steady,burst,pending-heavy,saturation,recovery")
     run.add_argument("--rate", type=float, default=5_000, help="steady-workload rate (msg/s)")
     run.add_argument("--rates", default=None, help="saturation steps, comma-separated (msg/s)")
+    run.add_argument("--pending", default=None,
+                     help="pending-heavy sizes, comma-separated (default 10k,100k,1M)")  # fmt: skip
     run.add_argument("--recovery-pending", type=int, default=RECOVERY_PENDING,
                      help="pending messages in the recovery workload")  # fmt: skip
     run.add_argument("--out", type=Path, default=None, help="results directory")
@@ -92,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = args.out or RESULTS / ("quick" if args.quick else "full")
     rates = [float(r) for r in args.rates.split(",")] if args.rates else None
-    groups = plan(args.quick, args.rate, rates, args.recovery_pending)
+    sizes = [int(n) for n in args.pending.split(",")] if args.pending else None
+    groups = plan(args.quick, args.rate, rates, args.recovery_pending, sizes)
     for name in args.systems.split(","):
         for session in sessions_for(name, args.workloads.split(","), groups, args.quick):
             run_system(load(name), session, out)

@@ -29,11 +29,13 @@ def plan(
     rate: float,
     rates: list[float] | None = None,
     recovery_pending: int = RECOVERY_PENDING,
+    pending_sizes: list[int] | None = None,
 ) -> dict[str, list[Session]]:
     """Workload group -> sessions. ``rate``: the steady rate; ``rates``: the saturation steps;
-    ``recovery_pending``: the backlog of the recovery workload.
+    ``recovery_pending``: the backlog of the recovery workload; ``pending_sizes``: those of
+    pending-heavy.
 
-    All three apply to the full benchmark only.
+    All four apply to the full benchmark only.
     """
     if quick:
         return {
@@ -55,7 +57,7 @@ def plan(
         "pending-heavy": [
             [(f"pending-heavy-{n}", partial(workloads.pending_heavy, pending=n, rate=1_000,
                                             duration_s=60))]
-            for n in PENDING_SIZES
+            for n in pending_sizes or PENDING_SIZES
         ],
         "saturation": [[("saturation", partial(workloads.saturation,
                                                rates=rates or SATURATION_RATES, step_s=30,

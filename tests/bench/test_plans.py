@@ -29,6 +29,8 @@ def test_the_full_plan_is_the_documented_one() -> None:
     smaller = plan(quick=False, rate=5_000, recovery_pending=10_000)
     assert kwargs(smaller, "recovery")["pending"] == 10_000
     assert smaller["recovery"][0][0][0] == "recovery-10000"  # its own result file
+    fewer = plan(quick=False, rate=5_000, pending_sizes=[10_000])
+    assert [session[0][0] for session in fewer["pending-heavy"]] == ["pending-heavy-10000"]
     assert kwargs(groups, "saturation")["rates"][-1] >= 20_000
 
 
