@@ -89,10 +89,12 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
         .config("spark.sql.streaming.stateStore.encodingFormat", "avro")
         # Each no-data batch adds checkpoint files; keep the tail short.
         .config("spark.sql.streaming.minBatchesToRetain", "20")
+        # The offset and commit logs and state changelogs go through FileContext:
+        # raw local, without a .crc file beside each. RocksDB's snapshot upload
+        # goes through FileSystem.getLocal, which must stay a LocalFileSystem.
         .config(
             "spark.hadoop.fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.RawLocalFs"
         )
-        .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
