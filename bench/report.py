@@ -106,7 +106,8 @@ def recovery_table(found: dict[tuple[str, str], dict[str, Any]]) -> str:
     for result in runs:
         lines.append(
             f"| {result['system']} | {result['params']['pending']:,} | {result['restart_s']} | "
-            f"{result['first_delivery_after_restart_s']} | {_cell(result['lateness_p99_ms'])} | "
+            f"{_cell(result['first_delivery_after_restart_s'])} | "
+            f"{_cell(result['lateness_p99_ms'])} | "
             f"{result['lost']:,} | {result['duplicates']:,} | {result['early']:,} |"
         )
     return "\n".join(lines)
