@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -17,7 +17,7 @@ from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.model import decode_record
 from delayline.timing import now_ms
 from delayline.transports import keys
-from delayline.transports.redis_streams import Drop, Reject
+from delayline.transports.redis_streams import Drop, RedisStreams, Reject
 from delayline.validation import Limits
 from tests.sinking import delivered, sink
 
@@ -46,8 +46,9 @@ def test_send_many_sends_all_in_order(client: Client, raw_redis: redis.Redis) ->
     )
     assert sent[2] == prebuilt.id
     records = inbound(raw_redis)
-    assert [r[b"id"].decode() for r in records] == sent
-    assert [r[b"topic"] for r in records] == [b"a", b"b", b"t"]
+    assert [r[b"id"].decode() for r in records] == sent[1:]
+    assert [r[b"topic"] for r in records] == [b"b", b"t"]
+    assert raw_redis.zrange(keys.OUTBOX, 0, -1) == [sent[0].encode()]  # due within NEAR_MS
     assert client.send_many([]) == []
 
 
@@ -65,6 +66,59 @@ def test_send_many_validates_everything_first(client: Client, raw_redis: redis.R
     with pytest.raises(ValidationError, match="new_message_id"):
         client.send_many([forged])
     assert raw_redis.exists(keys.INBOUND) == 0, "a refused batch wrote something"
+
+
+def pump_until(redis_url: str, done: Callable[[], bool], timeout_s: float = 10) -> None:
+    """Run the scheduler's outbox pump until ``done()``: poll with a deadline."""
+    streams = RedisStreams.from_url(redis_url)
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "the pump did not finish in time"
+        streams.pump(1_000, journal_ttl_s=3600)
+        time.sleep(0.01)
+    streams.close()
+
+
+def test_a_message_due_soon_skips_the_scheduler(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    message_id = client.send("soon", b"now", key="k", headers={"h": "v"})
+    assert raw_redis.exists(keys.INBOUND) == 0
+    assert raw_redis.zscore(keys.OUTBOX, message_id) == deliver_at_ms_of(message_id)
+    assert raw_redis.hget(keys.STATS, "accepted") == b"1"
+    assert client.status(message_id).state == "pending"
+    pump_until(redis_url, lambda: raw_redis.xlen("soon") == 1)
+    [(_, fields)] = raw_redis.xrange("soon")
+    assert {k: fields[k] for k in (b"id", b"body", b"key", b"headers", b"attempt")} == {
+        b"id": message_id.encode(),
+        b"body": b"now",
+        b"key": b"k",
+        b"headers": b'{"h":"v"}',
+        b"attempt": b"1",
+    }
+    assert int(fields[b"delivered_at_ms"]) >= deliver_at_ms_of(message_id)
+    assert client.status(message_id).state == "delivered"
+
+
+def test_a_cancel_wins_over_a_message_due_soon(
+    client: Client, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    message_id = client.send("soon", b"x", delay=300)
+    assert client.cancel(message_id) is True
+    pump_until(redis_url, lambda: raw_redis.zcard(keys.OUTBOX) == 0)
+    assert raw_redis.exists("soon") == 0
+    assert client.status(message_id).state == "cancelled"
+
+
+def test_redis_clock_decides_what_is_due_soon(client: Client, raw_redis: redis.Redis) -> None:
+    # Sent, by the producer's clock, 1 s before it is due; by Redis's clock it is due
+    # in a minute (a producer whose clock runs a minute fast): the scheduler takes it.
+    due_ms = now_ms() + 60_000
+    message = Message.create("t", b"x", now_ms=due_ms - 1_000, limits=Limits(), delay=1_000)
+    client.send_many([message])
+    assert raw_redis.zcard(keys.OUTBOX) == 0
+    assert [r[b"id"].decode() for r in inbound(raw_redis)] == [message.id]
+    assert raw_redis.hget(keys.STATS, "accepted") is None  # the scheduler counts it
 
 
 # -- status through every state -------------------------------------------------------------
@@ -164,9 +218,10 @@ def test_retry_later_with_an_explicit_delay_or_level(
     start = now_ms()
     first.retry_later(delay=500)
     second.retry_later(level=5)
-    due = [int(r[b"deliver_at_ms"]) - start for r in inbound(raw_redis)]
-    assert 500 <= due[0] < 1_500
-    assert 60_000 <= due[1] < 61_000
+    [(_, soon_ms)] = raw_redis.zrange(keys.OUTBOX, 0, -1, withscores=True)
+    assert 500 <= soon_ms - start < 1_500
+    [later] = inbound(raw_redis)
+    assert 60_000 <= int(later[b"deliver_at_ms"]) - start < 61_000
     sink(redis_url, delivered(new_message_id(now_ms()), topic="calls"))
     third = next(deliveries)
     with pytest.raises(ValidationError, match="only one of level or delay"):
@@ -265,4 +320,5 @@ def test_async_client_has_the_same_surface(redis_url: str, raw_redis: redis.Redi
 
     asyncio.run(scenario())
     assert raw_redis.xpending("jobs", "g")["pending"] == 0
-    assert len(inbound(raw_redis)) == 1 + 1 + 2 + 1  # send, cancel, send_many, retry
+    assert len(inbound(raw_redis)) == 1 + 1  # send, cancel
+    assert raw_redis.zcard(keys.OUTBOX) == 2 + 1  # send_many and retry: due within NEAR_MS

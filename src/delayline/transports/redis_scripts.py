@@ -8,6 +8,8 @@ no consumer can see an entry whose id is older than its ``deliver_at_ms``.
 
 from __future__ import annotations
 
+import hashlib
+
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 
 #: The id of the ``count``-th entry after ``ARGV[1]`` (exclusive), or nil.
@@ -29,6 +31,29 @@ if tonumber(ARGV[2]) > 0 then redis.call('HINCRBY', KEYS[2], 'accepted', ARGV[2]
 if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[2], 'cancels', ARGV[3]) end
 return 1
 """
+
+#: Schedule one message that is due soon: straight into the outbox, or, if Redis's
+#: clock says it is not due within ARGV[1] ms after all, onto the inbound stream.
+#: KEYS: outbox, outbox data, inbound, stats.
+#: ARGV: near_ms, id, topic, body, key, headers, deliver_at_ms, attempt, journal_key,
+#:   cancel_key, then the inbound record's fields and values.
+#: Returns 1 if the message went to the outbox, 0 if to the inbound stream.
+SEND_NEAR = """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if tonumber(ARGV[7]) - now_ms > tonumber(ARGV[1]) then
+  local record = {}
+  for i = 11, #ARGV do record[#record + 1] = ARGV[i] end
+  redis.call('XADD', KEYS[3], '*', unpack(record))
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[7], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[2], cmsgpack.pack(ARGV[3], ARGV[4], ARGV[5], ARGV[6],
+  ARGV[7], ARGV[8], ARGV[9], ARGV[10]))
+redis.call('HINCRBY', KEYS[4], 'accepted', 1)
+return 1
+"""
+SEND_NEAR_SHA = hashlib.sha1(SEND_NEAR.encode()).hexdigest()
 
 # Shared by WRITE_CHUNK and PUMP: the clock, the journal, delivery, and counters.
 # Expects journal_ttl to be set before use.
