@@ -154,6 +154,18 @@ def load_pending(bench: Bench, count: int, prefix: str) -> tuple[float, float]:
     return loaded - started, time.monotonic() - loaded
 
 
+def _load_params(
+    pending: int, rate: float, duration_s: float, load_s: float, absorb_s: float
+) -> dict[str, Any]:
+    return {
+        "pending": pending,
+        "rate": rate,
+        "duration_s": duration_s,
+        "load_s": round(load_s, 1),
+        "absorb_s": round(absorb_s, 1),
+    }
+
+
 def pending_heavy(bench: Bench, *, pending: int, rate: float, duration_s: float) -> dict[str, Any]:
     """``pending`` messages due in 1-24 h, while ``rate``/s with 1-10 s delays flows."""
     with bench.sampler() as sampler:
@@ -162,13 +174,7 @@ def pending_heavy(bench: Bench, *, pending: int, rate: float, duration_s: float)
             f"near{pending}", rate, duration_s, lambda: bench.rng.randint(1_000, 10_000)
         )
         bench.wait_settled(due, timeout_s=60)
-    params = {
-        "pending": pending,
-        "rate": rate,
-        "duration_s": duration_s,
-        "load_s": round(load_s, 1),
-        "absorb_s": round(absorb_s, 1),
-    }
+    params = _load_params(pending, rate, duration_s, load_s, absorb_s)
     return _result("pending-heavy", params, due, bench, sampler, achieved)
 
 
@@ -260,14 +266,7 @@ def recovery(bench: Bench, *, pending: int, rate: float, duration_s: float) -> d
         after = bench.receipts.lrange(RECEIPTS_KEY, received_before, -1)
         first_ms = min((int(raw.split(b" ")[1]) for raw in after), default=None)
         first_delivery_s = None if first_ms is None else (first_ms - restart_started_ms) / 1000
-    params = {
-        "pending": pending,
-        "rate": rate,
-        "duration_s": duration_s,
-        "load_s": round(load_s, 1),
-        "absorb_s": round(absorb_s, 1),
-        "killed_at_ms": killed_ms,
-    }
+    params = _load_params(pending, rate, duration_s, load_s, absorb_s) | {"killed_at_ms": killed_ms}
     result = _result("recovery", params, due, bench, sampler, (first_rate + second_rate) / 2)
     result["restart_s"] = round(restarted_s, 1)
     result["first_delivery_after_restart_s"] = (
