@@ -19,7 +19,7 @@ from delayline.model import Cancel, Message
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus, infer_status
 from delayline.transports import keys, redis_scripts
-from delayline.validation import Limits, decode_headers, encode_headers
+from delayline.validation import Limits, decode_headers
 
 T = TypeVar("T")
 Command = tuple[Any, ...]
@@ -340,19 +340,21 @@ def _text(value: bytes | str) -> str:
 def _schedule(messages: list[Message]) -> list[Command]:
     """The commands that schedule ``messages``: XADD to the inbound stream, or, for one
     due within NEAR_MS of its ``sent_at_ms``, the outbox script (which checks again by
-    Redis's clock). The script is loaded first, in the same transaction."""
-    commands: list[Command] = []
-    for message in messages:
-        if message.deliver_at_ms - message.sent_at_ms > NEAR_MS:
-            commands.append(_xadd(keys.INBOUND, message.to_record()))
-            continue
-        if not commands or commands[0][0] != "SCRIPT":
-            commands.insert(0, ("SCRIPT", "LOAD", redis_scripts.SEND_NEAR))
-        commands.append(_send_near(message))
+    Redis's clock), loaded first in the same transaction."""
+    commands = [
+        _xadd(keys.INBOUND, message.to_record())
+        if message.deliver_at_ms - message.sent_at_ms > NEAR_MS
+        else _send_near(message)
+        for message in messages
+    ]
+    if any(command[0] == "EVALSHA" for command in commands):
+        commands.insert(0, ("SCRIPT", "LOAD", redis_scripts.SEND_NEAR))
     return commands
 
 
 def _send_near(message: Message) -> Command:
+    # The script reads key and headers as the record encodes them: one encoding.
+    record = message.to_record()
     return (
         "EVALSHA",
         redis_scripts.SEND_NEAR_SHA,
@@ -365,13 +367,13 @@ def _send_near(message: Message) -> Command:
         message.id,
         message.topic,
         message.body,
-        message.key or "",
-        encode_headers(message.headers) if message.headers else "{}",
+        record.get(b"key", b""),
+        record.get(b"headers", b"{}"),
         message.deliver_at_ms,
         message.attempt,
         keys.journal(message.deliver_at_ms),
         keys.cancel_requests(message.deliver_at_ms),
-        *(part for pair in message.to_record().items() for part in pair),
+        *(part for pair in record.items() for part in pair),
     )
 
 
