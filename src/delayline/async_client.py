@@ -20,7 +20,11 @@ from delayline.model import Message
 from delayline.operations import Metrics, Plan
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
-from delayline.transports.redis_streams import DEFAULT_REDIS_URL, AsyncRedisStreams
+from delayline.transports.redis_streams import (
+    DEFAULT_PATIENCE_MS,
+    DEFAULT_REDIS_URL,
+    AsyncRedisStreams,
+)
 from delayline.validation import Limits
 
 T = TypeVar("T")
@@ -35,9 +39,10 @@ class AsyncClient(ClientBase):
         *,
         limits: Limits | None = None,
         status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
+        patience_ms: int | None = DEFAULT_PATIENCE_MS,
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
-        self._streams = AsyncRedisStreams.from_url(url)
+        self._streams = AsyncRedisStreams.from_url(url, patience_ms=patience_ms)
 
     async def _run(self, plan: Plan[T]) -> T:
         while True:

@@ -21,7 +21,7 @@ from delayline.model import Message, message_from
 from delayline.operations import Plan
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
-from delayline.transports.redis_streams import DEFAULT_REDIS_URL, RedisStreams
+from delayline.transports.redis_streams import DEFAULT_PATIENCE_MS, DEFAULT_REDIS_URL, RedisStreams
 from delayline.validation import Limits
 
 T = TypeVar("T")
@@ -109,7 +109,10 @@ class Client(ClientBase):
 
     ``Client()`` connects to the embedded default, ``redis://127.0.0.1:6390/0``.
     ``limits`` should match the scheduler's, so what the client accepts the
-    scheduler accepts too. Every error raised derives from DelaylineError.
+    scheduler accepts too. While Redis is loading its data or briefly
+    unreachable, a call retries with backoff for up to ``patience_ms`` (5 s;
+    ``None`` waits until it serves) before raising ConnectError. Every error
+    raised derives from DelaylineError.
     """
 
     def __init__(
@@ -118,9 +121,10 @@ class Client(ClientBase):
         *,
         limits: Limits | None = None,
         status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
+        patience_ms: int | None = DEFAULT_PATIENCE_MS,
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
-        self._streams = RedisStreams.from_url(url)
+        self._streams = RedisStreams.from_url(url, patience_ms=patience_ms)
 
     def _run(self, plan: Plan[T]) -> T:
         while True:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
@@ -11,6 +14,8 @@ from dataclasses import replace
 from delayline.api.app import create_app
 from delayline.api.server import ApiOptions, ApiServer
 from delayline.client import Client
+from delayline.errors import ConnectError
+from delayline.operations import Metrics
 from delayline.progress import summary_line
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.session import resolve_master
@@ -20,6 +25,8 @@ from delayline.transports.redis_streams import RedisStreams
 
 #: How often the loop checks that the query is alive, in s.
 _WATCH_INTERVAL_S = 0.5
+#: How often a wait for Redis says so on the console, in s.
+_WAITING_REPORT_S = 5.0
 
 
 @contextmanager
@@ -47,20 +54,26 @@ def run_service(
 
     With ``embedded_port`` set, start an embedded Redis on it (files in
     ``<data_dir>/redis``) and ignore ``settings.redis_url``. With ``api`` set,
-    serve the HTTP API too (from as soon as Redis is up). Raises DelaylineError
-    subclasses for everything that goes wrong.
+    serve the HTTP API too (from as soon as Redis is up). A Redis that is
+    loading or unreachable is waited for, at the start and while running,
+    and said so on the console; an embedded one that dies is started again.
+    Raises DelaylineError subclasses for everything else that goes wrong.
     """
     stop = threading.Event()
     with data_dir_lock(settings.data_dir), _stop_on_signals(stop), ExitStack() as cleanup:
+        server: EmbeddedRedis | None = None
         if embedded_port is not None:
             server = EmbeddedRedis(settings.data_dir / "redis", embedded_port)
-            server.start()
             cleanup.callback(server.stop)
+            server.start(on_progress=lambda line: echo(f"redis     {line}"))
             settings = replace(settings, redis_url=server.url)
-        streams = RedisStreams.from_url(settings.redis_url)
+        # No retries inside a call: the loops here wait, report, and stay stoppable.
+        streams = RedisStreams.from_url(settings.redis_url, patience_ms=0)
         cleanup.callback(streams.close)
-        streams.ping()
-        kind = "embedded, AOF everysec" if embedded_port is not None else "external"
+        if not _wait_for_redis(streams, settings.redis_url, stop, echo):
+            echo("stopped")
+            return
+        kind = "embedded, AOF everysec" if server is not None else "external"
         echo(f"redis     {settings.redis_url} ({kind})")
         echo(f"data dir  {settings.data_dir.resolve()}")
         if api is not None:
@@ -76,28 +89,92 @@ def run_service(
         scheduler.start()
         scheduler.wait_ready()
         echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
-        with Client(settings.redis_url, limits=settings.limits) as client:
-            _watch(scheduler, streams, client, stop, progress_interval_s, echo)
+        with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
+            watch = _Watch(scheduler, streams, client, server, progress_interval_s, echo)
+            while not stop.wait(_WATCH_INTERVAL_S):
+                watch.step()
         echo("stopping: letting the current batch finish ...")
     echo("stopped")
 
 
-def _watch(
-    scheduler: Scheduler,
-    streams: RedisStreams,
-    client: Client,
-    stop: threading.Event,
-    progress_interval_s: float,
-    echo: Callable[[str], None],
-) -> None:
-    last = client.metrics()
-    query_id = scheduler.query_id
-    while not stop.wait(_WATCH_INTERVAL_S):
-        scheduler.check()
-        batches = scheduler.completed_batches()
-        if batches:
-            streams.record_batches(query_id, batches)
-        current = client.metrics()
-        if current.read_at_ms - last.read_at_ms >= progress_interval_s * 1000:
-            echo(summary_line(last, current))
-            last = current
+def _wait_for_redis(
+    streams: RedisStreams, url: str, stop: threading.Event, echo: Callable[[str], None]
+) -> bool:
+    """Block until Redis serves (True) or a stop is asked for (False), saying why it waits."""
+    last_said_at = -math.inf
+    while True:
+        try:
+            streams.ping()
+            return True
+        except ConnectError as exc:
+            reason = str(exc)
+        with contextlib.suppress(ConnectError):
+            percent = streams.loading_percent()
+            if percent is not None:
+                reason = f"Redis is loading its data: {percent:.0f}%"
+        if time.monotonic() - last_said_at >= _WAITING_REPORT_S:
+            last_said_at = time.monotonic()
+            echo(f"waiting   for Redis at {url}: {reason} (Ctrl-C stops)")
+        if stop.wait(_WATCH_INTERVAL_S):
+            return False
+
+
+class _Watch:
+    """The running service's loop body: liveness, heartbeat, progress, and Redis outages."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        streams: RedisStreams,
+        client: Client,
+        server: EmbeddedRedis | None,
+        progress_interval_s: float,
+        echo: Callable[[str], None],
+    ) -> None:
+        self._scheduler = scheduler
+        self._streams = streams
+        self._client = client
+        self._server = server
+        self._progress_interval_s = progress_interval_s
+        self._echo = echo
+        self._query_id = scheduler.query_id
+        self._unrecorded: list[tuple[int, int, int]] = []
+        self._last: Metrics | None = None
+        self._outage_since: float | None = None
+        self._outage_said_at = -math.inf
+
+    def step(self) -> None:
+        """Check the query, then record and report; raises SchedulerError if the query died."""
+        self._scheduler.check()
+        self._unrecorded += self._scheduler.completed_batches()
+        try:
+            if self._unrecorded:
+                self._streams.record_batches(self._query_id, self._unrecorded)
+                self._unrecorded.clear()
+            current = self._client.metrics()
+        except ConnectError as exc:
+            self._redis_away(exc)
+            return
+        if self._outage_since is not None:
+            away_s = time.monotonic() - self._outage_since
+            self._echo(f"redis     back after {away_s:.0f} s; the scheduler resumes")
+            self._outage_since = None
+        if self._last is None:
+            self._last = current
+        elif current.read_at_ms - self._last.read_at_ms >= self._progress_interval_s * 1000:
+            self._echo(summary_line(self._last, current))
+            self._last = current
+
+    def _redis_away(self, exc: ConnectError) -> None:
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+        if now - self._outage_said_at >= self._progress_interval_s:
+            self._outage_said_at = now
+            self._echo(
+                f"redis     unavailable for {now - self._outage_since:.0f} s ({exc}); "
+                "the scheduler waits for it and loses nothing"
+            )
+        if self._server is not None and not self._server.running:
+            self._echo("redis     the embedded Redis exited; starting it again")
+            self._server.start(on_progress=lambda line: self._echo(f"redis     {line}"))

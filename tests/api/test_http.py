@@ -232,6 +232,7 @@ def test_healthz_and_metrics(redis_url: str) -> None:
             "scheduler_alive": False,
             "query_id": None,
             "last_batch_age_ms": None,
+            "error": None,
         }
         streams = RedisStreams.from_url(redis_url)
         streams.record_batches("query-1", [(7, now_ms() - 400, 350), (8, now_ms(), 420)])

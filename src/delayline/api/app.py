@@ -53,6 +53,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+#: How long a request waits for a Redis that is loading or unreachable before 503 (ms).
+API_PATIENCE_MS = 1_000
+
+
 def error_response(status: int, field: str, rule: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"field": field, "rule": rule, "message": message}}, status)
 
@@ -65,7 +69,8 @@ def create_app(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
 ) -> FastAPI:
     """The API app for the delayline behind ``redis_url``; ``api_token`` turns on auth."""
-    client = AsyncClient(redis_url, limits=limits)
+    # Short patience: a caller should hear 503 soon, not wait for an outage to end.
+    client = AsyncClient(redis_url, limits=limits, patience_ms=API_PATIENCE_MS)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -151,8 +156,10 @@ def create_app(
         """Redis reachable and the scheduler alive (a batch in the last 30 s)."""
         try:
             metrics = await client.metrics()
-        except TransportError:
-            down = HealthOut(status="unavailable", redis=False, scheduler_alive=False)
+        except TransportError as exc:
+            down = HealthOut(
+                status="unavailable", redis=False, scheduler_alive=False, error=str(exc)
+            )
             return JSONResponse(down.model_dump(), 503)
         age_ms = metrics.last_batch_age_ms
         alive = age_ms is not None and age_ms < SCHEDULER_TIMEOUT_MS

@@ -189,3 +189,5 @@ class HealthOut(BaseModel):
     scheduler_alive: bool
     query_id: str | None = None
     last_batch_age_ms: int | None = None
+    #: Why Redis cannot serve, while it cannot (loading, unreachable, disk full).
+    error: str | None = None

@@ -43,7 +43,8 @@ class Pump:
         return self._thread.is_alive()
 
     def _run(self) -> None:
-        streams = RedisStreams.from_url(self._redis_url)
+        # No retries inside a call: this loop waits and retries itself, and stays stoppable.
+        streams = RedisStreams.from_url(self._redis_url, patience_ms=0)
         try:
             while not self._stop.is_set():
                 try:

@@ -21,6 +21,9 @@ from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import to_epoch_ms
 from delayline.transports.redis_streams import RedisStreams
 
+#: How long stopping waits for an unavailable Redis before it stops without draining (ms).
+_DRAIN_PATIENCE_MS = 2_000
+
 
 class Scheduler:
     """The Spark scheduling query, owned by this process."""
@@ -112,7 +115,7 @@ class Scheduler:
             spark.stop()
 
     def _drain(self, query: StreamingQuery, timeout_s: float) -> None:
-        streams = RedisStreams.from_url(self.settings.redis_url)
+        streams = RedisStreams.from_url(self.settings.redis_url, patience_ms=_DRAIN_PATIENCE_MS)
         try:
             streams.request_pause(self._run_token, ttl_s=int(timeout_s) + 60)
             deadline = time.monotonic() + timeout_s

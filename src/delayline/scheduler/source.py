@@ -34,8 +34,13 @@ START_ID = "0-0"
 
 @cache
 def streams_for(url: str) -> RedisStreams:
-    """One connection pool per URL per Python worker (workers are reused across tasks)."""
-    return RedisStreams.from_url(url)
+    """One connection pool per URL per Python worker (workers are reused across tasks).
+
+    It waits as long as Redis needs to come back (loading, restarting, out of
+    disk): a task that failed instead would be retried a few times and then
+    stop the query; a task that waits resumes where it was.
+    """
+    return RedisStreams.from_url(url, patience_ms=None)
 
 
 def id_order(entry_id: str) -> tuple[int, int]:
@@ -115,7 +120,8 @@ class InboundReader(DataSourceStreamReader):
         # One pack per wheel key, in order of first appearance: a replay builds
         # the same packs from the same range.
         grouped: dict[int, list[bytes]] = {}
-        accepted = cancels = 0
+        accepted = 0
+        cancels: list[tuple[str, int]] = []
         for entry_id, fields in streams.read_inbound(partition.after_id, partition.upto_id):
             placed = to_packed(
                 entry_id,
@@ -126,11 +132,15 @@ class InboundReader(DataSourceStreamReader):
             )
             for key, record in placed:
                 grouped.setdefault(key, []).append(record)
-            kind = placed[0][1][0]
-            accepted += kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
-            cancels += kind == packs.CANCEL
+            first = next(packs.scan(placed[0][1]))
+            accepted += first.kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
+            if first.kind == packs.CANCEL:
+                cancels.append((first.id, first.deliver_at_ms))
         task = current_batch_task()
-        streams.count_ingest(task.query_id, task.partition, task.batch_id, accepted, cancels)
+        # A raw cancel must also stop a message that already left Spark's state for
+        # the outbox: the pump drops a message with a cancel request, as for the SDK's.
+        streams.record_cancel_requests(cancels, settings.journal_retention_ms)
+        streams.count_ingest(task.query_id, task.partition, task.batch_id, accepted, len(cancels))
         if grouped:
             yield pa.RecordBatch.from_pydict(
                 {

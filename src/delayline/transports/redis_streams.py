@@ -7,14 +7,19 @@ into :class:`~delayline.errors.TransportError`.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from delayline import ids
 from delayline.errors import ConnectError, TransportError
@@ -28,6 +33,15 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6390/0"
 #: How long sink and ingest markers outlive their last write (7 days, in s).
 MARKER_TTL_S = 7 * 24 * 3600
 
+#: How long a call keeps retrying a Redis that cannot serve (loading its data,
+#: unreachable, refusing writes it cannot persist) before raising ConnectError (ms).
+DEFAULT_PATIENCE_MS = 5_000
+#: The first wait between such retries (s); it doubles up to MAX_BACKOFF_S.
+FIRST_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 1.0
+
+T = TypeVar("T")
+
 
 Command = tuple[Any, ...]
 #: An entry as redis-py returns it for a client without decode_responses.
@@ -36,13 +50,81 @@ StreamEntry = tuple[bytes, dict[bytes, bytes]]
 
 @contextmanager
 def translated_errors(action: str) -> Iterator[None]:
-    """Re-raise redis-py errors as delayline errors, naming what was being done."""
+    """Re-raise redis-py errors as delayline errors, naming what was being done.
+
+    ConnectError means "not now": Redis is loading its data, unreachable, or
+    refusing writes because it cannot persist them. Retrying later can succeed.
+    """
     try:
         yield
+    except redis.BusyLoadingError as exc:
+        raise ConnectError(f"cannot {action}: Redis is loading its data into memory") from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise ConnectError(f"cannot {action}: Redis is unreachable ({exc})") from exc
     except redis.RedisError as exc:
+        if "MISCONF" in str(exc):
+            raise ConnectError(
+                f"cannot {action}: Redis refuses writes because it cannot persist them "
+                f"(is its disk full?): {exc}"
+            ) from exc
         raise TransportError(f"cannot {action}: {exc}") from exc
+
+
+def no_retries() -> Retry:
+    """For redis-py clients: delayline retries itself (:func:`with_patience`).
+
+    redis-py 6+ otherwise retries a refused connection 3 times, about 1 s apart,
+    before it reports it, which would hide how long we wait and for what.
+    """
+    return Retry(NoBackoff(), 0)
+
+
+def backoff_delays(patience_ms: int | None) -> Iterator[float]:
+    """Waits (s) between retries: from FIRST_BACKOFF_S, doubling to MAX_BACKOFF_S.
+
+    They stop once ``patience_ms`` would be spent; ``None`` never stops.
+    """
+    deadline = None if patience_ms is None else time.monotonic() + patience_ms / 1000
+    delay_s = FIRST_BACKOFF_S
+    while deadline is None or time.monotonic() + delay_s <= deadline:
+        yield delay_s
+        delay_s = min(delay_s * 2, MAX_BACKOFF_S)
+
+
+def with_patience(action: str, call: Callable[[], T], patience_ms: int | None) -> T:
+    """``call()``, retried with backoff while Redis cannot serve, for up to ``patience_ms``.
+
+    Raises ConnectError once patience runs out, TransportError at once for
+    other failures. Retrying is safe for every delayline write: each is
+    idempotent (sink marker, journal) or harmless to repeat (a re-sent record
+    is deduplicated by its id).
+    """
+    delays = backoff_delays(patience_ms)
+    while True:
+        try:
+            with translated_errors(action):
+                return call()
+        except ConnectError:
+            delay_s = next(delays, None)
+            if delay_s is None:
+                raise
+            time.sleep(delay_s)
+
+
+async def with_patience_async(
+    action: str, call: Callable[[], Awaitable[T]], patience_ms: int | None
+) -> T:
+    """:func:`with_patience` for a coroutine."""
+    delays = backoff_delays(patience_ms)
+    while True:
+        try:
+            with translated_errors(action):
+                return await call()
+        except ConnectError:
+            delay_s = next(delays, None)
+            if delay_s is None:
+                raise
+            await asyncio.sleep(delay_s)
 
 
 class OutgoingMessage(NamedTuple):
@@ -114,29 +196,52 @@ class PumpResult:
 class RedisStreams:
     """Redis Streams operations of delayline, over one connection pool."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(
+        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> None:
         self._redis = client
+        self._patience_ms = patience_ms
         self._last_id_within = client.register_script(redis_scripts.LAST_ID_WITHIN)
         self._count_ingest = client.register_script(redis_scripts.COUNT_INGEST)
         self._write_chunk = client.register_script(redis_scripts.WRITE_CHUNK)
         self._pump = client.register_script(redis_scripts.PUMP)
 
     @classmethod
-    def from_url(cls, url: str = DEFAULT_REDIS_URL) -> RedisStreams:
+    def from_url(
+        cls, url: str = DEFAULT_REDIS_URL, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> RedisStreams:
         """A client for ``url`` (``redis://host:port/db``); it connects on first use.
 
-        Raises ValueError for a malformed URL.
+        Every call retries for up to ``patience_ms`` while Redis cannot serve
+        (``None``: until it can). Raises ValueError for a malformed URL.
         """
-        return cls(redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30))
+        client = redis.Redis.from_url(
+            url, socket_connect_timeout=5, health_check_interval=30, retry=no_retries()
+        )
+        return cls(client, patience_ms=patience_ms)
+
+    def _call(self, action: str, call: Callable[[], T]) -> T:
+        return with_patience(action, call, self._patience_ms)
 
     def close(self) -> None:
         """Release the connection pool."""
         self._redis.close()
 
     def ping(self) -> None:
-        """Raise ConnectError unless Redis answers."""
-        with translated_errors("ping Redis"):
-            self._redis.ping()
+        """Raise ConnectError unless Redis answers (within this client's patience)."""
+        self._call("ping Redis", self._redis.ping)
+
+    def loading_percent(self) -> float | None:
+        """How much of its data a loading Redis has read (0-100), or None once it serves.
+
+        Redis answers INFO while it loads its AOF, and nothing else. Raises
+        ConnectError if it is unreachable.
+        """
+        with translated_errors("ask Redis for its loading progress"):
+            info: Any = self._redis.info("persistence")
+        if not int(info.get("loading", 0)):
+            return None
+        return float(info.get("loading_loaded_perc", 0.0))
 
     def execute(
         self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
@@ -146,24 +251,33 @@ class RedisStreams:
         With ``errors_ok``, a command's error is returned in its place instead
         of raised. Other errors raise TransportError: "cannot <action>: ...".
         """
-        with translated_errors(action):
+
+        def run() -> list[Any]:
             pipe = self._redis.pipeline(transaction=transaction)
             for command in commands:
                 pipe.execute_command(*command)
             return list(pipe.execute(raise_on_error=not errors_ok))
 
+        return self._call(action, run)
+
     # -- scheduler source --------------------------------------------------------------------
 
     def inbound_last_id_within(self, after_id: str, max_rows: int) -> str | None:
         """The id of the ``max_rows``-th inbound entry after ``after_id``, or the last one."""
-        with translated_errors("read the inbound stream"):
-            entry_id = self._last_id_within(keys=[keys.INBOUND], args=[after_id, max_rows])
+        entry_id = self._call(
+            "read the inbound stream",
+            lambda: self._last_id_within(keys=[keys.INBOUND], args=[after_id, max_rows]),
+        )
         return entry_id.decode() if entry_id else None
 
     def inbound_last_id(self) -> str | None:
         """The id of the newest inbound entry, or None if the stream is empty."""
-        with translated_errors("read the inbound stream"):
-            newest = cast(list[StreamEntry], self._redis.xrevrange(keys.INBOUND, count=1))
+        newest = cast(
+            list[StreamEntry],
+            self._call(
+                "read the inbound stream", lambda: self._redis.xrevrange(keys.INBOUND, count=1)
+            ),
+        )
         return newest[0][0].decode() if newest else None
 
     def read_inbound(
@@ -172,62 +286,96 @@ class RedisStreams:
         """Entries with ``after_id < id <= upto_id``, in order, fetched a page at a time."""
         cursor = "(" + after_id
         while True:
-            with translated_errors("read the inbound stream"):
-                page = cast(
-                    list[StreamEntry],
-                    self._redis.xrange(keys.INBOUND, cursor, upto_id, count=page_size),
-                )
+            page = self._call(
+                "read the inbound stream",
+                functools.partial(self._xrange_inbound, cursor, upto_id, page_size),
+            )
             for entry_id, fields in page:
                 yield entry_id.decode(), fields
             if len(page) < page_size:
                 return
             cursor = "(" + page[-1][0].decode()
 
+    def _xrange_inbound(self, first: str, last: str, count: int) -> list[StreamEntry]:
+        return cast(list[StreamEntry], self._redis.xrange(keys.INBOUND, first, last, count=count))
+
     def trim_inbound(self, upto_id: str) -> None:
         """Drop inbound entries up to and including ``upto_id``: they are committed."""
         ms, seq = upto_id.split("-")
-        with translated_errors("trim the inbound stream"):
-            self._redis.xtrim(keys.INBOUND, minid=f"{ms}-{int(seq) + 1}", approximate=False)
+        self._call(
+            "trim the inbound stream",
+            lambda: self._redis.xtrim(
+                keys.INBOUND, minid=f"{ms}-{int(seq) + 1}", approximate=False
+            ),
+        )
+
+    def record_cancel_requests(self, cancels: Sequence[tuple[str, int]], retention_ms: int) -> None:
+        """Record a cancel request for each (id, deliver_at_ms), as ``Client.cancel`` does.
+
+        The outbox pump drops a message that has one. A request already
+        recorded keeps its time, so a replayed batch changes nothing.
+        """
+        if not cancels:
+            return
+        now = now_ms()
+
+        def record() -> None:
+            pipe = self._redis.pipeline(transaction=False)
+            for message_id, deliver_at_ms in cancels:
+                requests = keys.cancel_requests(deliver_at_ms)
+                pipe.hsetnx(requests, message_id, now)
+                pipe.expireat(requests, (keys.bucket_end_ms(deliver_at_ms) + retention_ms) // 1000)
+            pipe.execute()
+
+        self._call("record cancel requests", record)
 
     def count_ingest(
         self, query_id: str, partition: int, batch_id: int, accepted: int, cancels: int
     ) -> None:
         """Add a batch's ingest counts to the stats, once per (query, partition, batch)."""
-        with translated_errors("update ingest counters"):
-            self._count_ingest(
+        self._call(
+            "update ingest counters",
+            lambda: self._count_ingest(
                 keys=[keys.ingest_marker(query_id, partition), keys.STATS],
                 args=[batch_id, accepted, cancels, MARKER_TTL_S],
-            )
+            ),
+        )
 
     # -- graceful stop ----------------------------------------------------------------------
 
     def request_pause(self, run_token: str, ttl_s: int) -> None:
         """Ask the run's source to hold before its next batch (for up to ``ttl_s``)."""
-        with translated_errors("request a pause"):
-            self._redis.set(keys.pause(run_token), "requested", ex=ttl_s)
+        self._call(
+            "request a pause", lambda: self._redis.set(keys.pause(run_token), "requested", ex=ttl_s)
+        )
 
     def hold_while_paused(self, run_token: str, poll_s: float = 0.05) -> None:
         """Block while a pause is requested, saying "holding" so the driver can stop."""
         key = keys.pause(run_token)
-        with translated_errors("check for a pause"):
-            while self._redis.get(key) is not None:
-                self._redis.set(key, "holding", xx=True, keepttl=True)
-                time.sleep(poll_s)
+        while self._call("check for a pause", lambda: self._redis.get(key)) is not None:
+            self._call(
+                "report holding", lambda: self._redis.set(key, "holding", xx=True, keepttl=True)
+            )
+            time.sleep(poll_s)
 
     def is_holding(self, run_token: str) -> bool:
         """True once the source is blocked between batches."""
-        with translated_errors("check for a pause"):
-            return self._redis.get(keys.pause(run_token)) == b"holding"
+        state = self._call("check for a pause", lambda: self._redis.get(keys.pause(run_token)))
+        return state == b"holding"
 
     # -- scheduler sink ----------------------------------------------------------------------
 
     def sink_progress(self, query_id: str, partition: int, batch_id: int) -> int:
         """How many rows of this batch's partition were already written (0 if none)."""
-        with translated_errors("read the sink marker"):
-            batch, written = cast(
-                list[bytes | None],
-                self._redis.hmget(keys.sink_marker(query_id, partition), ["batch", "written"]),
-            )
+        batch, written = cast(
+            list[bytes | None],
+            self._call(
+                "read the sink marker",
+                lambda: self._redis.hmget(
+                    keys.sink_marker(query_id, partition), ["batch", "written"]
+                ),
+            ),
+        )
         if batch is None or written is None or int(batch) != batch_id:
             return 0
         return int(written)
@@ -288,28 +436,30 @@ class RedisStreams:
                 args.append(len(row.fields))
                 for name, value in row.fields:
                     args += [name, value]
-        with translated_errors("write deliveries"):
-            counts = self._write_chunk(
-                keys=[
-                    keys.sink_marker(query_id, partition),
-                    keys.STATS,
-                    keys.LATENESS,
-                    keys.REJECTS,
-                    keys.OUTBOX,
-                    keys.OUTBOX_DATA,
-                    keys.INBOUND,
-                ],
-                args=args,
-            )
+        chunk_keys = [
+            keys.sink_marker(query_id, partition),
+            keys.STATS,
+            keys.LATENESS,
+            keys.REJECTS,
+            keys.OUTBOX,
+            keys.OUTBOX_DATA,
+            keys.INBOUND,
+        ]
+        # Safe to retry: the marker makes a chunk that did land write nothing again.
+        counts = self._call(
+            "write deliveries", lambda: self._write_chunk(keys=chunk_keys, args=args)
+        )
         return ChunkResult(*(int(count) for count in counts))
 
     def pump(self, max_messages: int, journal_ttl_s: int) -> PumpResult:
         """Deliver up to ``max_messages`` due messages from the outbox (by Redis's clock)."""
-        with translated_errors("deliver from the outbox"):
-            moved, now_ms, next_due = self._pump(
-                keys=[keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS],
+        moved, now_ms, next_due = self._call(
+            "deliver from the outbox",
+            lambda: self._pump(
+                keys=[keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS, keys.REJECTS],
                 args=[max_messages, journal_ttl_s],
-            )
+            ),
+        )
         next_due_ms = int(float(next_due))
         return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms)
 
@@ -318,7 +468,8 @@ class RedisStreams:
     def record_batches(self, query_id: str, batches: Sequence[tuple[int, int, int]]) -> None:
         """Record completed batches, each (batch_id, batch_at_ms, duration_ms), and beat."""
         batch_id, batch_at_ms, duration_ms = batches[-1]
-        with translated_errors("record the heartbeat"):
+
+        def beat() -> None:
             pipe = self._redis.pipeline(transaction=True)
             pipe.hset(
                 keys.HEARTBEAT,
@@ -330,32 +481,45 @@ class RedisStreams:
                     "updated_at_ms": now_ms(),
                 },
             )
-            for _, _, duration_ms in batches:
-                pipe.hincrby(keys.BATCH_DURATION, bucket_label(duration_ms), 1)
-                pipe.hincrby(keys.BATCH_DURATION, SUM_FIELD, duration_ms)
+            for _, _, each_ms in batches:
+                pipe.hincrby(keys.BATCH_DURATION, bucket_label(each_ms), 1)
+                pipe.hincrby(keys.BATCH_DURATION, SUM_FIELD, each_ms)
             pipe.execute()
+
+        self._call("record the heartbeat", beat)
 
 
 class AsyncRedisStreams:
     """The asyncio counterpart of :meth:`RedisStreams.execute`, for AsyncClient."""
 
-    def __init__(self, client: redis.asyncio.Redis) -> None:
+    def __init__(
+        self, client: redis.asyncio.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> None:
         self._redis = client
+        self._patience_ms = patience_ms
 
     @classmethod
-    def from_url(cls, url: str = DEFAULT_REDIS_URL) -> AsyncRedisStreams:
-        """A client for ``url``; it connects on first use. Raises ValueError for a bad URL."""
-        return cls(redis.asyncio.Redis.from_url(url, socket_connect_timeout=5))
+    def from_url(
+        cls, url: str = DEFAULT_REDIS_URL, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> AsyncRedisStreams:
+        """As :meth:`RedisStreams.from_url`, for asyncio."""
+        client = redis.asyncio.Redis.from_url(
+            url, socket_connect_timeout=5, retry=redis.asyncio.retry.Retry(NoBackoff(), 0)
+        )
+        return cls(client, patience_ms=patience_ms)
 
     async def execute(
         self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
     ) -> list[Any]:
         """As :meth:`RedisStreams.execute`, awaited."""
-        with translated_errors(action):
+
+        async def run() -> list[Any]:
             pipe = self._redis.pipeline(transaction=transaction)
             for command in commands:
                 pipe.execute_command(*command)
             return list(await pipe.execute(raise_on_error=not errors_ok))
+
+        return await with_patience_async(action, run, self._patience_ms)
 
     async def close(self) -> None:
         """Release the connection pool."""

