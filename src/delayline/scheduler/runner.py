@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import uuid
 from datetime import datetime
@@ -18,6 +19,7 @@ from delayline.scheduler.job import start_query
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import to_epoch_ms
 from delayline.transports.redis_streams import RedisStreams
 
@@ -33,7 +35,13 @@ class Scheduler:
         self._run_token = uuid.uuid4().hex
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
-        self._pump = Pump(settings.redis_url, settings.journal_retention_ms // 1000)
+        self._pump = Pump(
+            settings.redis_url,
+            settings.journal_retention_ms // 1000,
+            prepare=functools.partial(
+                record_waiting_cancels, retention_ms=settings.journal_retention_ms
+            ),
+        )
         self._last_reported_batch = -1
 
     def start(self) -> None:
@@ -91,7 +99,8 @@ class Scheduler:
         """Raise SchedulerError if the query has stopped on its own."""
         query = self._running_query()
         if not query.isActive:
-            raise SchedulerError(f"the scheduler query stopped: {_headline(query.exception())}")
+            headline = _headline(query.exception())
+            raise SchedulerError(f"the scheduler query stopped: {headline}{_advice(headline)}")
         if not self._pump.alive:
             raise SchedulerError("the outbox pump stopped")
 
@@ -130,6 +139,16 @@ class Scheduler:
         if self._query is None:
             raise SchedulerError("the scheduler is not started")
         return self._query
+
+
+def _advice(headline: str) -> str:
+    """What to do about a stopped query, where the error says."""
+    if "No space left on device" in headline:
+        return (
+            "; the disk of the data directory (checkpoint) is full: free space, then start "
+            "delayline run again, which resumes from the last committed batch and loses nothing"
+        )
+    return ""
 
 
 def _headline(error: object) -> str:

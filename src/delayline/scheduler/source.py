@@ -10,7 +10,7 @@ with the number of pending messages: they live in the scheduler's state.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -19,6 +19,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from delayline import ids
 from delayline.scheduler import packs, schemas
 from delayline.scheduler.records import CASCADE_FIELD, to_packed
 from delayline.scheduler.settings import SchedulerSettings
@@ -30,6 +31,30 @@ SOURCE_ARROW = pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())])
 #: The largest sequence number of a stream id: "<ms>-MAX_SEQ" ends millisecond <ms>.
 MAX_SEQ = 2**64 - 1
 START_ID = "0-0"
+
+
+def waiting_cancels(entries: Iterable[tuple[str, Mapping[bytes, bytes]]]) -> list[tuple[str, int]]:
+    """(id, deliver_at_ms) of every well-formed raw cancel among inbound ``entries``."""
+    found = []
+    for _, fields in entries:
+        if fields.get(b"op") == b"cancel" and fields.get(b"v") == b"1":
+            claimed = fields.get(b"id", b"").decode("ascii", "replace")
+            if ids.is_message_id(claimed):
+                found.append((claimed, ids.deliver_at_ms_of(claimed)))
+    return found
+
+
+def record_waiting_cancels(streams: RedisStreams, retention_ms: int) -> None:
+    """Record a cancel request for each raw cancel that waits in the inbound stream.
+
+    After a crash, the pump delivers what waits in the outbox before Spark is
+    up to read the inbound stream, so a raw cancel sent during the downtime
+    would lose to it; this runs first. The stream holds only what Spark has
+    not committed, so the scan is short.
+    """
+    streams.record_cancel_requests(
+        waiting_cancels(streams.read_inbound(START_ID, "+")), retention_ms
+    )
 
 
 @cache
