@@ -5,6 +5,7 @@ python -m bench run                              # the full benchmark (hours)
 python -m bench report                           # docs/benchmarks.md from bench/results/full
 python -m bench profile --rate 5000              # where a batch's time goes
 python -m bench send-many                        # SDK producer throughput
+python -m bench chaos                            # kills and a Redis outage, 1M pending (~15 min)
 """
 
 from __future__ import annotations
@@ -68,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("tick-ms", "lead-ms", "trigger-ms", "partitions", "shards", "source-partitions"):
         spy.add_argument(f"--{option}", type=int, default=None)
 
+    chaos = commands.add_parser("chaos", help="kills and a Redis outage under load, 1M pending")
+    chaos.add_argument("--quick", action="store_true", help="the CI size (about 3 minutes)")
+    chaos.add_argument("--seed", type=int, default=None, help="replay a run")
+    chaos.add_argument("--messages", type=int, default=None, help="messages sent (100,000)")
+    chaos.add_argument("--pending", type=int, default=None, help="pending in an hour (1,000,000)")
+    chaos.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
+
     report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
     report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
     report_cmd.add_argument("--docs", type=Path, default=DOCS)
@@ -83,6 +91,18 @@ def main(argv: list[str] | None = None) -> int:
         from bench import profile  # starts Spark
 
         profile.main(args)
+        return 0
+    if args.command == "chaos":
+        from bench import chaos as chaos_run  # starts Redis and delayline run
+
+        result = chaos_run.main(
+            args.out,
+            quick=args.quick,
+            seed=args.seed,
+            messages=args.messages,
+            pending=args.pending,
+        )
+        print(json.dumps(result, indent=2))
         return 0
     if args.command == "send-many":
         from bench import send_many

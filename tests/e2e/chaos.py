@@ -60,6 +60,8 @@ class ChaosPlan:
     calm_s: tuple[float, float] = (4.0, 10.0)
     #: Messages due in an hour, sent before the first kill, to make the AOF and the state big.
     pending: int = 0
+    #: Stop sending after this many messages (None: until the last disruption is over).
+    messages: int | None = None
 
 
 @dataclass
@@ -122,6 +124,8 @@ class Producers:
         http = httpx.Client(timeout=5.0)
         try:
             while not self._stop.wait(self._plan.tick_s):
+                if self._plan.messages is not None and len(self.ledger.sent) >= self._plan.messages:
+                    continue
                 self._sdk_sends(client)
                 self._raw_sends(raw)
                 if self._count % 5 == 0:
@@ -286,8 +290,17 @@ class ChaosReport:
     cancelled: int
     delivered: int
     restarts_s: list[float]
-    outage_s: float
+    outage: Outage
     max_late_ms: int
+
+
+@dataclass(frozen=True)
+class Outage:
+    """The Redis outage: how long, and what the restart had to load."""
+
+    seconds: float
+    aof_bytes: int
+    load_s: float
 
 
 def run_chaos(
@@ -311,7 +324,7 @@ def run_chaos(
     raw = redis.Redis.from_url(server.url)
     producers = Producers(server.url, api_port, plan)
     restarts_s: list[float] = []
-    outage_s = 0.0
+    outage = Outage(0.0, 0, 0.0)
 
     def start() -> None:
         run = SchedulerProcess(args)
@@ -339,7 +352,7 @@ def run_chaos(
             if step == 1:
                 producers.burst()
             if step == outage_at:
-                outage_s = redis_outage(server, runs[-1], api_port, plan.outage_s, log)
+                outage = redis_outage(server, runs[-1], api_port, plan.outage_s, log)
             if step < plan.kills:
                 runs[-1].kill()
                 log(f"killed run {len(runs)}")
@@ -371,7 +384,7 @@ def run_chaos(
             cancelled=len(ledger.cancelled_at_ms),
             delivered=len(found),
             restarts_s=restarts_s,
-            outage_s=outage_s,
+            outage=outage,
             max_late_ms=report,
         )
     finally:
@@ -393,7 +406,7 @@ def redis_outage(
     api_port: int,
     outage_s: float,
     log: Callable[[str], None],
-) -> float:
+) -> Outage:
     """Shut Redis down for ``outage_s``; the service must stay up and say so."""
     server.stop()
     stopped = time.monotonic()
@@ -409,10 +422,13 @@ def redis_outage(
     if remaining_s > 0:
         time.sleep(remaining_s)  # the outage itself: nothing to poll for
     assert alive(run), f"the scheduler exited during the outage:\n{run.output[-5000:]}"
+    aof_bytes = (server.data_dir / "appendonly.aof").stat().st_size
+    loading = time.monotonic()
     server.start()
-    log("redis up")
+    load_s = time.monotonic() - loading
+    log(f"redis up: loaded {aof_bytes / 1e6:.1f} MB of AOF in {load_s:.2f} s")
     wait_for(lambda: "redis     back" in run.output, 60, "the service to see Redis back", [run])
-    return time.monotonic() - stopped
+    return Outage(time.monotonic() - stopped, aof_bytes, load_s)
 
 
 def fill_pending(url: str, count: int) -> None:

@@ -21,4 +21,4 @@ def test_nothing_lost_doubled_or_early_through_kills_and_an_outage(tmp_path: Pat
     assert report.sent > 1_000, report
     assert report.cancelled > 10, report
     assert len(report.restarts_s) == 4
-    assert report.outage_s >= 10.0
+    assert report.outage.seconds >= 10.0
