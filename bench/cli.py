@@ -5,7 +5,8 @@ python -m bench run                              # the full benchmark (hours)
 python -m bench report                           # docs/benchmarks.md from bench/results/full
 python -m bench profile --rate 5000              # where a batch's time goes
 python -m bench send-many                        # SDK producer throughput
-python -m bench chaos                            # kills and a Redis outage, 1M pending (~15 min)
+python -m bench chaos                            # kills and a Redis outage, 1M pending (~7 min)
+python -m bench aof --pending 1000000            # AOF size and restart load time (~2 min)
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     chaos.add_argument("--pending", type=int, default=None, help="pending in an hour (1,000,000)")
     chaos.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
 
+    aof = commands.add_parser("aof", help="AOF size and load time of the embedded Redis")
+    aof.add_argument("--pending", type=int, default=1_000_000)
+    aof.add_argument("--port", type=int, default=16399)
+    aof.add_argument("--out", type=Path, default=RESULTS / "aof.json")
+
     report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
     report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
     report_cmd.add_argument("--docs", type=Path, default=DOCS)
@@ -91,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         from bench import profile  # starts Spark
 
         profile.main(args)
+        return 0
+    if args.command == "aof":
+        from bench import aof as aof_run
+
+        result = aof_run.main(args.pending, args.port)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
         return 0
     if args.command == "chaos":
         from bench import chaos as chaos_run  # starts Redis and delayline run
