@@ -11,7 +11,6 @@ raises, naming the seed.
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -27,23 +26,22 @@ QUICK: dict[str, object] = {}
 
 
 def main(
-    out: Path, *, quick: bool, seed: int | None, messages: int | None, pending: int | None
+    *, quick: bool, seed: int | None, messages: int | None, pending: int | None
 ) -> dict[str, object]:
+    """Run the scenario; returns the plan, the report and the duration."""
     options = dict(QUICK if quick else LONG)
     if messages is not None:
         options["messages"] = messages
     if pending is not None:
         options["pending"] = pending
-    plan = ChaosPlan(seed=seed if seed is not None else time.time_ns() % 1_000_000, **options)  # type: ignore[arg-type]
+    chosen_seed = seed if seed is not None else time.time_ns() % 1_000_000
+    plan = ChaosPlan(seed=chosen_seed, **options)  # type: ignore[arg-type]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="delayline-chaos-") as tmp:
         report = run_chaos(Path(tmp), plan, log=lambda line: print(line, flush=True))
-    result = {
+    return {
         "plan": dataclasses.asdict(plan),
         "report": dataclasses.asdict(report),
         "duration_s": round(time.monotonic() - started, 1),
         "command": "python -m bench chaos" + (" --quick" if quick else ""),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from bench.harness import run_system
 from bench.plans import RECOVERY_PENDING, Session, plan
@@ -38,6 +39,14 @@ def sessions_for(
     return [
         [item for name in names if name in keep for session in groups[name] for item in session]
     ]
+
+
+def _report(out: Path, result: dict[str, Any]) -> int:
+    """Write ``result`` to ``out`` as JSON and print it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,31 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "aof":
         from bench import aof as aof_run
 
-        result = aof_run.main(args.pending, args.port)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result, indent=2))
-        return 0
+        return _report(args.out, aof_run.main(args.pending, args.port))
     if args.command == "chaos":
         from bench import chaos as chaos_run  # starts Redis and delayline run
 
-        result = chaos_run.main(
+        return _report(
             args.out,
-            quick=args.quick,
-            seed=args.seed,
-            messages=args.messages,
-            pending=args.pending,
+            chaos_run.main(
+                quick=args.quick, seed=args.seed, messages=args.messages, pending=args.pending
+            ),
         )
-        print(json.dumps(result, indent=2))
-        return 0
     if args.command == "send-many":
         from bench import send_many
 
-        result = send_many.run(args.messages, args.chunk)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result, indent=2))
-        return 0
+        return _report(args.out, send_many.run(args.messages, args.chunk))
     out = args.out or RESULTS / ("quick" if args.quick else "full")
     rates = [float(r) for r in args.rates.split(",")] if args.rates else None
     sizes = [int(n) for n in args.pending.split(",")] if args.pending else None
