@@ -22,10 +22,12 @@ from typing import Any, NamedTuple
 from delayline import ids
 from delayline.errors import DecodeError, ValidationError
 from delayline.validation import (
+    MAX_QUOTED_CHARS,
     Limits,
     check_horizon,
     decode_headers,
     encode_headers,
+    quoted,
     resolve_deliver_at_ms,
     validate_body,
     validate_headers,
@@ -37,6 +39,10 @@ from delayline.validation import (
 RECORD_VERSION = b"1"
 OP_SEND = b"send"
 OP_CANCEL = b"cancel"
+#: The largest ``attempt``: it travels through the scheduler as a signed 32-bit integer.
+MAX_ATTEMPT = 2**31 - 1
+#: The most digits an integer field may have: every epoch ms and attempt fits in 19.
+MAX_INT_DIGITS = 19
 
 RecordFields = Mapping[bytes, bytes]
 
@@ -145,7 +151,7 @@ def message_from(item: Mapping[str, Any] | Message, *, now_ms: int, limits: Limi
         raise ValidationError("message", "type", "each message must be a mapping or a Message")
     unknown = sorted(set(item) - SEND_ARGUMENTS)
     if unknown:
-        raise ValidationError(unknown[0], "unknown", f"unknown argument {unknown[0]!r}")
+        raise ValidationError(unknown[0], "unknown", f"unknown argument {quoted(unknown[0])}")
     if "topic" not in item or "body" not in item:
         missing = "topic" if "topic" not in item else "body"
         raise ValidationError(missing, "required", f"{missing} is required")
@@ -187,7 +193,7 @@ def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> 
         raise DecodeError(f"unknown op {_show(op)}; expected 'send' or 'cancel'")
     message_id = _text(fields, "id")
     if not ids.is_message_id(message_id):
-        raise ValidationError("id", "format", f"not a delayline message id: {message_id!r}")
+        raise ValidationError("id", "format", f"not a delayline message id: {quoted(message_id)}")
     sent_at_ms = _int_field(fields, "sent_at_ms", default=received_ms)
     if op == OP_CANCEL:
         return Cancel(id=message_id, sent_at_ms=sent_at_ms)
@@ -236,16 +242,29 @@ def _int_field(fields: RecordFields, name: str, default: int | None = None) -> i
             raise DecodeError(f"missing field {name!r}")
         return default
     digits = raw[1:] if raw[:1] == b"-" else raw
-    if not digits.isdigit():  # bytes.isdigit is ASCII-only
-        raise DecodeError(f"field {name!r} must be a decimal integer, got {_show(raw)}")
+    # bytes.isdigit is ASCII-only; the length bound also keeps int() below
+    # Python's 4,300-digit conversion limit, which raises ValueError.
+    if not digits.isdigit() or len(digits) > MAX_INT_DIGITS:
+        raise DecodeError(
+            f"field {name!r} must be a decimal integer of at most {MAX_INT_DIGITS} digits, "
+            f"got {_show(raw)}"
+        )
     return int(raw)
 
 
 def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(name, "range", f"{name} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPT:
+        raise ValidationError(
+            name,
+            "range",
+            f"{name} must be an integer from 1 to {MAX_ATTEMPT}, got {quoted(value)}",
+        )
     return value
 
 
 def _show(raw: bytes | None) -> str:
-    return repr(raw.decode("utf-8", "replace")[:40]) if raw is not None else "(missing)"
+    if raw is None:
+        return "(missing)"
+    # Enough bytes for MAX_QUOTED_CHARS + 1 characters of up to 4 bytes: the
+    # value may be megabytes, and quoted() shows only its start.
+    return quoted(raw[: 4 * (MAX_QUOTED_CHARS + 1)].decode("utf-8", "replace"))

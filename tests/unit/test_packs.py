@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from delayline.scheduler import packs
 from delayline.scheduler.processor import plan_firing
+from delayline.scheduler.records import (
+    MAX_REASON_BYTES,
+    MAX_REJECT_BYTES,
+    MAX_REJECT_FIELDS,
+    reject,
+)
 
 text = st.text(max_size=40)
 records = st.builds(
@@ -76,3 +83,27 @@ def test_cancelled_messages_are_dropped_and_cancels_kept_until_their_expiry() ->
     assert plan.next_fire_ms == 5_000  # wake up to forget the cancel
     expired = plan_firing(plan.keep, now_ms=5_000, lead_ms=0, cancels_until_ms=5_000)
     assert (expired.out, expired.keep, expired.next_fire_ms) == (b"", b"", None)
+
+
+def test_a_field_too_long_for_its_length_is_named() -> None:
+    record = packs.Record(packs.REJECT, 0, "", "1-0", reason="r" * 70_000)
+    with pytest.raises(ValueError, match="reason is 70000 bytes, more than 65535"):
+        packs.encode(record)
+
+
+def test_a_number_out_of_range_is_named() -> None:
+    record = packs.Record(packs.SEND, 0, "A", "1-0", attempt=2**31)
+    with pytest.raises(ValueError, match="attempt=2147483648"):
+        packs.encode(record)
+
+
+def test_the_largest_reject_fits_a_pack() -> None:
+    # A reject's reason and kept fields stay within what their lengths can say.
+    assert MAX_REASON_BYTES <= packs.MAX_SHORT_BYTES
+    value = bytes(2 * 1024 * 1024)
+    fields = {str(n).encode() * 300: value for n in range(1_200)}
+    _, data = reject("1-0", fields, "é" * 70_000, shards=1)
+    [record] = packs.unpack(data)
+    assert len(record.reason.encode()) <= MAX_REASON_BYTES
+    # Each kept pair costs 8 bytes of lengths; "truncated" comes last.
+    assert len(record.body) <= MAX_REJECT_BYTES + 8 * (MAX_REJECT_FIELDS + 1) + 32

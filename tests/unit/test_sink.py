@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from delayline.ids import new_message_id
 from delayline.scheduler import packs
-from delayline.scheduler.sink import ordered_rows, write_in_chunks
+from delayline.scheduler.sink import MAX_CHUNK_BYTES, ordered_rows, row_bytes, write_in_chunks
 from delayline.transports.redis_streams import ChunkResult, Deliver, Drop, Reject, SinkRow
 
 
@@ -56,15 +56,14 @@ def test_order_is_total_and_independent_of_input_order() -> None:
     )
 
 
-def test_reject_keeps_original_fields_and_renames_clashes() -> None:
-    raw = [(b"v", b"1"), (b"reason", b"mine"), (b"body", b"\x00\xff")]
+def test_reject_keeps_the_fields_the_source_kept_and_adds_its_own() -> None:
+    # The source already renamed clashes (original.reason) and cut what was too big.
+    raw = [(b"v", b"1"), (b"original.reason", b"mine"), (b"body", b"\x00\xff")]
     [row] = ordered_rows([batch(reject("7-1", "unknown op", raw))], rejected_at_ms=99)
     assert isinstance(row, Reject)
     assert (row.reason, row.message_id) == ("unknown op", None)
     assert list(row.fields) == [
-        (b"v", b"1"),
-        (b"original.reason", b"mine"),
-        (b"body", b"\x00\xff"),
+        *raw,
         (b"reason", b"unknown op"),
         (b"rejected_at_ms", b"99"),
         (b"inbound_id", b"7-1"),
@@ -83,6 +82,7 @@ def run(
     first_row: int = 0,
     max_chunk_rows: int = 500,
     ahead: dict[int, int] | None = None,
+    max_chunk_bytes: int = MAX_CHUNK_BYTES,
 ) -> list[tuple[int, list[SinkRow]]]:
     """Write with a fake chunk writer; ``ahead`` maps a first row to where another attempt got."""
     writes: list[tuple[int, list[SinkRow]]] = []
@@ -95,7 +95,13 @@ def run(
             first + len(chunk), delivered=len(chunk), duplicates=0, dropped=0, rejected=0
         )
 
-    write_in_chunks(rows, first_row, write_chunk, max_chunk_rows=max_chunk_rows)
+    write_in_chunks(
+        rows,
+        first_row,
+        write_chunk,
+        max_chunk_rows=max_chunk_rows,
+        max_chunk_bytes=max_chunk_bytes,
+    )
     return writes
 
 
@@ -120,3 +126,29 @@ def test_writing_jumps_ahead_when_another_attempt_got_further() -> None:
     rows = [drop(n) for n in range(6)]
     writes = run(rows, max_chunk_rows=2, ahead={0: 4})  # another attempt wrote rows 0..3
     assert writes == [(4, [drop(4), drop(5)])]
+
+
+def big_reject(n: int, body: bytes) -> Reject:
+    return Reject([(b"body", body)], reason="too big", message_id=str(n))
+
+
+def test_a_chunk_ends_before_it_would_pass_its_byte_limit() -> None:
+    rows: list[SinkRow] = [big_reject(n, bytes(400)) for n in range(5)] + [drop(5)]
+    writes = run(rows, max_chunk_bytes=1_000)
+    assert [(first, len(chunk)) for first, chunk in writes] == [(0, 2), (2, 2), (4, 2)]
+    assert [row for _, chunk in writes for row in chunk] == rows
+
+
+def test_a_row_bigger_than_the_byte_limit_is_a_chunk_of_its_own() -> None:
+    rows: list[SinkRow] = [drop(0), big_reject(1, bytes(5_000)), drop(2)]
+    writes = run(rows, max_chunk_bytes=1_000)
+    assert [(first, len(chunk)) for first, chunk in writes] == [(0, 1), (1, 1), (2, 1)]
+
+
+def test_the_byte_limit_holds_500_rejects_of_the_largest_size_apart() -> None:
+    # 500 rejects of 4 MiB in one script would pass Redis's 1 GiB query buffer.
+    body = bytes(4 * 1024 * 1024)
+    rows: list[SinkRow] = [big_reject(n, body) for n in range(40)]
+    writes = run(rows)
+    assert all(sum(row_bytes(row) for row in chunk) <= MAX_CHUNK_BYTES for _, chunk in writes)
+    assert [len(chunk) for _, chunk in writes] == [15, 15, 10]  # 15 x (4 MiB + "body")

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from delayline.errors import ValidationError
 from delayline.validation import (
     MAX_DELAY_MS,
+    MAX_QUOTED_CHARS,
     Limits,
+    quoted,
     resolve_deliver_at_ms,
     validate_body,
     validate_headers,
@@ -137,3 +139,23 @@ def test_delay_must_be_timedelta_or_int(bad: object) -> None:
 
 def test_deliver_at_before_the_epoch_is_refused() -> None:
     assert rule_of(lambda: resolve(deliver_at=-5)) == ("deliver_at", "range")
+
+
+@pytest.mark.parametrize(("value", "shown"), [("abc", "'abc'"), (b"\x00", "b'\\x00'"), (7, "7")])
+def test_short_values_are_quoted_as_their_repr(value: object, shown: str) -> None:
+    assert quoted(value) == shown
+
+
+@given(st.text(max_size=300) | st.binary(max_size=300) | st.integers())
+def test_quoted_values_are_at_most_100_characters(value: object) -> None:
+    shown = quoted(value)
+    assert len(shown) <= MAX_QUOTED_CHARS
+    full = repr(value)
+    assert shown == full if len(full) <= MAX_QUOTED_CHARS else shown == full[:99] + "…"
+
+
+def test_a_70000_character_topic_is_quoted_briefly() -> None:
+    with pytest.raises(ValidationError) as caught:
+        validate_topic("a b" * 70_000)
+    shown = "'" + ("a b" * 33)[:98] + "…"  # the opening quote and 98 characters
+    assert caught.value.message == f"topic must be 1-249 characters of [A-Za-z0-9._:-], got {shown}"

@@ -30,6 +30,11 @@ CASCADE = 6
 
 _HEADER = struct.Struct("<BqiHHIHIHH")
 
+#: The most UTF-8 bytes an id, topic, key, inbound id or reason can have (u16 lengths).
+MAX_SHORT_BYTES = 0xFFFF
+#: The most bytes a body or headers can have (u32 lengths).
+MAX_LONG_BYTES = 0xFFFF_FFFF
+
 
 class Record(NamedTuple):
     """One message, cancel or rejected inbound record.
@@ -52,17 +57,18 @@ class Record(NamedTuple):
 
 
 def encode(record: Record) -> bytes:
-    """The record's bytes in pack format."""
+    """The record's bytes in pack format.
+
+    Raises ValueError, naming the field, if one is longer than its length can
+    say (MAX_SHORT_BYTES or MAX_LONG_BYTES) or a number is out of its range.
+    """
     id_, topic, key = record.id.encode(), record.topic.encode(), record.key.encode()
     headers, inbound, reason = (
         record.headers.encode(),
         record.inbound_id.encode(),
         record.reason.encode(),
     )
-    header = _HEADER.pack(
-        record.kind,
-        record.deliver_at_ms,
-        record.attempt,
+    lengths = (
         len(id_),
         len(topic),
         len(record.body),
@@ -71,7 +77,35 @@ def encode(record: Record) -> bytes:
         len(inbound),
         len(reason),
     )
+    try:
+        header = _HEADER.pack(record.kind, record.deliver_at_ms, record.attempt, *lengths)
+    except struct.error as exc:
+        # struct's message names a format code, not the field that does not fit.
+        raise ValueError(f"record does not fit a pack: {_misfit(record, lengths)}") from exc
     return b"".join((header, id_, topic, record.body, key, headers, inbound, reason))
+
+
+_LENGTH_FIELDS = ("id", "topic", "body", "key", "headers", "inbound_id", "reason")
+_LENGTH_LIMITS = (
+    MAX_SHORT_BYTES,
+    MAX_SHORT_BYTES,
+    MAX_LONG_BYTES,
+    MAX_SHORT_BYTES,
+    MAX_LONG_BYTES,
+    MAX_SHORT_BYTES,
+    MAX_SHORT_BYTES,
+)
+
+
+def _misfit(record: Record, lengths: tuple[int, ...]) -> str:
+    too_long = [
+        f"{name} is {length} bytes, more than {limit}"
+        for name, length, limit in zip(_LENGTH_FIELDS, lengths, _LENGTH_LIMITS, strict=True)
+        if length > limit
+    ]
+    return "; ".join(too_long) or (
+        f"kind={record.kind}, deliver_at_ms={record.deliver_at_ms}, attempt={record.attempt}"
+    )
 
 
 def pack(records: Iterable[Record]) -> bytes:

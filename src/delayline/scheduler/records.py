@@ -1,7 +1,8 @@
 """Inbound record -> (wheel key, packed record): decode, validate, key by (slot, shard).
 
 A record that fails for any reason becomes a reject carrying its original
-fields and the reason; nothing here raises, so bad input never stops the query.
+fields, cut to bounded sizes, and the reason; nothing here raises, so bad input
+never stops the query.
 """
 
 from __future__ import annotations
@@ -25,6 +26,28 @@ def entry_time_ms(entry_id: str) -> int:
 CASCADE_FIELD = b"cascade"
 
 
+#: Fields the scheduler adds to a reject; an original field of the same name is
+#: kept under ``original.<name>``.
+REJECT_FIELDS = (b"reason", b"rejected_at_ms", b"inbound_id", b"truncated")
+#: A reject keeps at most this many bytes of one original value (1 MiB), so that a
+#: too-big body still shows what it was; a longer value is cut and TRUNCATION_MARK follows.
+MAX_REJECT_VALUE_BYTES = 1024 * 1024
+#: A reject keeps at most this many bytes of one original field name, cut the same way.
+MAX_REJECT_NAME_BYTES = 256
+#: A reject keeps at most this many original fields; Redis's Lua can pass only
+#: about 4,000 arguments to the one XADD that writes it.
+MAX_REJECT_FIELDS = 1000
+#: A reject keeps at most this many bytes of original names and values, marks
+#: included (4 MiB); fields past it are cut shorter, or left out.
+MAX_REJECT_BYTES = 4 * 1024 * 1024
+#: A reject's ``reason`` is at most this many UTF-8 bytes (1 KiB), ending in "…" if cut.
+MAX_REASON_BYTES = 1024
+#: Follows the kept part of a cut name or value; ``%d`` is the original size in bytes.
+TRUNCATION_MARK = b"...[truncated from %d bytes]"
+# Room for the mark with any size a value can have (20 digits).
+_MARK_ROOM = len(TRUNCATION_MARK % 10**19)
+
+
 def to_packed(
     entry_id: str,
     fields: Mapping[bytes, bytes],
@@ -37,12 +60,28 @@ def to_packed(
 
     A send goes to one key, at the level its delay calls for; a cancel goes to
     both levels of its message's time, so it finds the message wherever it is.
+    Any error while reading the record makes it a reject: one record that
+    raised here would fail the batch, and every replay of it, for good.
     """
-    received_ms = entry_time_ms(entry_id)
     try:
-        record = decode_record(fields, received_ms=received_ms, limits=limits)
+        return _placed(entry_id, fields, limits=limits, wheel=wheel, shards=shards)
     except DelaylineError as exc:
-        return [reject(entry_id, fields, str(exc), shards=shards)]
+        reason = str(exc)
+    except Exception as exc:  # whatever it is, it must not stop the query (see above)
+        reason = f"cannot read the record: {type(exc).__name__}: {exc}"
+    return [reject(entry_id, fields, reason, shards=shards)]
+
+
+def _placed(
+    entry_id: str,
+    fields: Mapping[bytes, bytes],
+    *,
+    limits: Limits,
+    wheel: timing.Wheel,
+    shards: int,
+) -> list[tuple[int, bytes]]:
+    received_ms = entry_time_ms(entry_id)
+    record = decode_record(fields, received_ms=received_ms, limits=limits)
     shard = ids.shard_of(record.id, shards)
     if isinstance(record, Cancel):
         cancel = packs.encode(packs.Record(packs.CANCEL, record.deliver_at_ms, record.id, entry_id))
@@ -74,17 +113,79 @@ def reject(
     """A reject, spread over the reject slot's shards, with the original fields kept.
 
     Its ``id`` is the claimed id of a refused *send* (so ``status`` can answer
-    "rejected"); a bad cancel says nothing about its id.
+    "rejected"); a bad cancel says nothing about its id. The fields are those
+    of :func:`kept_fields` and the reason is cut to MAX_REASON_BYTES, so every
+    reject fits a pack and the sink's script: this never raises.
     """
     shard = zlib.crc32(entry_id.encode()) % shards
-    claimed = fields.get(b"id", b"").decode("ascii", "replace")
-    is_send = fields.get(b"op") == b"send" and ids.is_message_id(claimed)
+    claimed = fields.get(b"id", b"")
+    # Checked as bytes first: the claimed id may be megabytes of anything.
+    claimed_id = claimed.decode("ascii", "replace") if len(claimed) == ids.ID_LENGTH else ""
+    is_send = fields.get(b"op") == b"send" and ids.is_message_id(claimed_id)
     record = packs.Record(
         kind=packs.REJECT,
         deliver_at_ms=0,
-        id=claimed if is_send else "",
+        id=claimed_id if is_send else "",
         inbound_id=entry_id,
-        body=packs.encode_fields(fields.items()),
-        reason=reason,
+        body=packs.encode_fields(kept_fields(fields)),
+        reason=bounded_reason(reason),
     )
     return timing.wheel_key(timing.REJECT_SLOT_MS, shard), packs.encode(record)
+
+
+def kept_fields(fields: Mapping[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    """What a reject keeps of a record's fields, in their order.
+
+    A field named like one of REJECT_FIELDS is renamed ``original.<name>``.
+    Names and values longer than MAX_REJECT_NAME_BYTES and MAX_REJECT_VALUE_BYTES
+    keep their start followed by TRUNCATION_MARK; past MAX_REJECT_BYTES in all,
+    values are cut shorter, and past MAX_REJECT_FIELDS fields, or when not even
+    a cut field fits, fields are left out. If anything was cut or left out, a
+    last field ``truncated`` says how many fields were.
+    """
+    kept: list[tuple[bytes, bytes]] = []
+    room = MAX_REJECT_BYTES
+    cut = 0
+    for name, value in fields.items():
+        renamed = b"original." + name if name in REJECT_FIELDS else name
+        kept_name = _cut(renamed, MAX_REJECT_NAME_BYTES)
+        space = room - len(kept_name)
+        if len(kept) == MAX_REJECT_FIELDS:
+            kept_value = None
+        elif len(value) <= min(MAX_REJECT_VALUE_BYTES, space):
+            kept_value = value
+        else:
+            # Cut, leaving room for the mark; if not even that fits, leave it out.
+            value_room = min(MAX_REJECT_VALUE_BYTES, space - _MARK_ROOM)
+            kept_value = _cut(value, value_room) if value_room >= 0 else None
+        if kept_value is None:
+            cut += 1
+            continue
+        kept.append((kept_name, kept_value))
+        room -= len(kept_name) + len(kept_value)
+        if kept_name is not renamed or kept_value is not value:  # _cut returns what fits as is
+            cut += 1
+    if cut:
+        kept.append((b"truncated", str(cut).encode()))
+    return kept
+
+
+def _cut(data: bytes, limit: int) -> bytes:
+    """``data`` itself if it has at most ``limit`` bytes, else its start and TRUNCATION_MARK."""
+    if len(data) <= limit:
+        return data
+    return data[:limit] + TRUNCATION_MARK % len(data)
+
+
+def bounded_reason(reason: str) -> str:
+    """``reason`` in at most MAX_REASON_BYTES of UTF-8, ending in "…" if it was cut.
+
+    Characters UTF-8 cannot encode (lone surrogates) become backslash escapes.
+    """
+    encoded = reason.encode("utf-8", "backslashreplace")
+    if len(encoded) <= MAX_REASON_BYTES:
+        return encoded.decode()
+    ellipsis = "…"
+    start = encoded[: MAX_REASON_BYTES - len(ellipsis.encode())]
+    # A multi-byte character cut in two is dropped whole.
+    return start.decode("utf-8", "ignore") + ellipsis

@@ -44,10 +44,10 @@ from delayline.transports.redis_streams import (
 #: Rows per Lua call: enough to amortize the round trip, few enough not to
 #: block Redis for long.
 MAX_CHUNK_ROWS = 500
-
-#: Fields the sink adds to a rejected record; an original field of the same name
-#: is kept under "original.<name>".
-REJECT_FIELDS = (b"reason", b"rejected_at_ms", b"inbound_id")
+#: Payload bytes per Lua call (64 MiB), past which a chunk ends early (it keeps at
+#: least one row). 500 rejects of 4 MiB would pass Redis's 1 GiB limit on a
+#: client's query buffer, and Redis would drop the connection on every retry.
+MAX_CHUNK_BYTES = 64 * 1024 * 1024
 
 
 def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list[SinkRow]:
@@ -81,10 +81,8 @@ def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
         return record.deliver_at_ms, message
     if record.kind == packs.DROP:
         return 0, Drop(id=record.id, deliver_at_ms=record.deliver_at_ms)
-    fields = [
-        (b"original." + name if name in REJECT_FIELDS else name, value)
-        for name, value in packs.decode_fields(record.body)
-    ]
+    # The source kept the original fields under names that cannot clash with these.
+    fields = packs.decode_fields(record.body)
     fields += [
         (b"reason", record.reason.encode()),
         (b"rejected_at_ms", str(rejected_at_ms).encode()),
@@ -96,22 +94,42 @@ def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
 ChunkWriter = Callable[[int, Sequence[SinkRow]], ChunkResult]
 
 
+def row_bytes(row: SinkRow) -> int:
+    """About how many bytes ``row`` adds to a chunk's script arguments."""
+    if isinstance(row, Drop):
+        return len(row.id)
+    if isinstance(row, Reject):
+        return sum(len(name) + len(value) for name, value in row.fields)
+    return len(row.topic) + len(row.body) + len(row.key) + len(row.headers)
+
+
 def write_in_chunks(
     rows: Sequence[SinkRow],
     first_row: int,
     write_chunk: ChunkWriter,
     *,
     max_chunk_rows: int = MAX_CHUNK_ROWS,
+    max_chunk_bytes: int = MAX_CHUNK_BYTES,
 ) -> list[ChunkResult]:
-    """Write ``rows[first_row:]`` in order, ``max_chunk_rows`` at a time.
+    """Write ``rows[first_row:]`` in order, at most ``max_chunk_rows`` at a time.
 
-    ``write_chunk(first, rows)`` must write atomically and report where the
-    partition's marker stands after it; writing goes on from there.
+    A chunk also ends before the row that would take it past ``max_chunk_bytes``
+    (see :func:`row_bytes`), but always holds at least one row. Chunks need not
+    match between attempts, since the marker counts rows. ``write_chunk(first,
+    rows)`` must write atomically and report where the partition's marker stands
+    after it; writing goes on from there.
     """
     results = []
     index = first_row
     while index < len(rows):
-        result = write_chunk(index, rows[index : index + max_chunk_rows])
+        end = index + 1
+        size = row_bytes(rows[index])
+        while end < min(len(rows), index + max_chunk_rows):
+            size += row_bytes(rows[end])
+            if size > max_chunk_bytes:
+                break
+            end += 1
+        result = write_chunk(index, rows[index:end])
         results.append(result)
         index = result.written
     return results

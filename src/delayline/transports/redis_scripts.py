@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
+from delayline.transports import keys
 
 #: The id of the ``count``-th entry after ``ARGV[1]`` (exclusive), or nil.
 #: KEYS: inbound. ARGV: after_id, count.
@@ -55,8 +56,11 @@ return 1
 """
 SEND_NEAR_SHA = hashlib.sha1(SEND_NEAR.encode()).hexdigest()
 
-# Shared by WRITE_CHUNK and PUMP: the clock, the journal, delivery, and counters.
-# Expects journal_ttl to be set before use.
+# keys.rejected(due) is this prefix and the due minute; a failed delivery is recorded there.
+_REJECTED_PREFIX = keys.rejected(0).removesuffix("0")
+
+# Shared by WRITE_CHUNK and PUMP: the clock, the journal, delivery, rejects, and counters.
+# Expects journal_ttl and rejects_key to be set before use.
 _DELIVERY = (
     """
 local t = redis.call('TIME')
@@ -77,13 +81,39 @@ local function journal_put(journal, id, value)
   end
   return fresh
 end
+-- fields: name, value, ... as XADD takes them. status_key and id name the hash
+-- that tells status() "rejected" with the reason; '' for a record without an id.
+local function add_reject(fields, status_key, id, reason)
+  redis.call('XADD', rejects_key, '*', unpack(fields))
+  if status_key ~= '' and journal_ttl > 0 then
+    redis.call('HSET', status_key, id, reason)
+    redis.call('EXPIRE', status_key, journal_ttl)
+  end
+  counts.rejected = counts.rejected + 1
+end
 local function deliver(topic, id, body, key, headers, due, attempt, journal)
   if journal_put(journal, id, now) ~= 1 then
     counts.duplicates = counts.duplicates + 1
     return
   end
-  redis.call('XADD', topic, '*', 'id', id, 'body', body, 'key', key, 'headers', headers,
-    'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt)
+  local added = redis.pcall('XADD', topic, '*', 'id', id, 'body', body, 'key', key,
+    'headers', headers, 'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt)
+  if type(added) == 'table' and added.err then
+    -- The topic key holds another type (WRONGTYPE), or cannot take an entry:
+    -- raising would fail the chunk on every retry, for good. Keep the message
+    -- as a reject, and take back its journal entry: it was not delivered.
+    if journal_ttl > 0 then redis.call('HDEL', journal, id) end
+    local reason = 'cannot deliver to topic ' .. topic .. ': ' .. added.err
+    local status_key = '"""
+    + _REJECTED_PREFIX
+    + """' .. string.format('%d', math.floor(tonumber(due) / """
+    + str(keys.JOURNAL_BUCKET_MS)
+    + """))
+    add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
+      'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
+      status_key, id, reason)
+    return
+  end
   counts.delivered = counts.delivered + 1
   local late = now_ms - tonumber(due)
   late_sum = late_sum + late
@@ -92,6 +122,21 @@ local function deliver(topic, id, body, key, headers, due, attempt, journal)
     if late <= bound then label = tostring(bound) break end
   end
   late_counts[label] = (late_counts[label] or 0) + 1
+end
+-- Deliver the message waiting under id in the outbox data hash, or drop it if the
+-- SDK recorded a cancel for it; the caller removes it from the outbox. False if
+-- none waits.
+local function deliver_waiting(outbox_data, id)
+  local data = redis.call('HGET', outbox_data, id)
+  if not data then return false end
+  local topic, body, key, headers, due, attempt, journal, cancels = cmsgpack.unpack(data)
+  if redis.call('HEXISTS', cancels, id) == 1 then
+    journal_put(journal, id, 'cancelled')
+    counts.dropped = counts.dropped + 1
+  else
+    deliver(topic, id, body, key, headers, due, attempt, journal)
+  end
+  return true
 end
 local function flush_counts(stats, lateness)
   for name, value in pairs(counts) do
@@ -115,9 +160,12 @@ end
 #:   'x' id journal_key                                                           (dropped)
 #:   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
 #: A message already due goes to its topic now; one not yet due waits in the
-#: outbox (a sorted set by due time) for the pump. A cascade goes back to the
-#: inbound stream, marked ``cascade=1``. ``status_key`` and ``id`` of
-#: a reject are empty unless it was a send with a well-formed id.
+#: outbox (a sorted set by due time) for the pump. If a message with its id
+#: waits there already, that first one wins: this one is a duplicate, and if
+#: due, the first goes now. A message whose topic key is not a stream becomes a
+#: reject. A cascade goes back to the inbound
+#: stream, marked ``cascade=1``. ``status_key`` and ``id`` of a reject are empty
+#: unless it was a send with a well-formed id.
 #:
 #: The marker holds (batch, written): rows [0, written) of that batch are done.
 #: Every attempt at a (query, batch, partition) writes the same rows in the same
@@ -131,6 +179,7 @@ local batch = tonumber(ARGV[1])
 local first = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
 local journal_ttl = tonumber(ARGV[5])
+local rejects_key = KEYS[4]
 local state = redis.call('HMGET', KEYS[1], 'batch', 'written')
 local written = 0
 if tonumber(state[1]) == batch then written = tonumber(state[2]) end
@@ -147,13 +196,22 @@ for _ = 1, count do
   local kind = ARGV[i]
   if kind == 'd' then
     local id, due = ARGV[i + 2], ARGV[i + 6]
-    if tonumber(due) <= now_ms then
+    -- A message whose id already waits in the outbox is a duplicate: the first one wins.
+    if tonumber(due) > now_ms then
+      if redis.call('HSETNX', KEYS[6], id, cmsgpack.pack(ARGV[i + 1], ARGV[i + 3],
+          ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])) == 1 then
+        redis.call('ZADD', KEYS[5], due, id)
+      else
+        counts.duplicates = counts.duplicates + 1
+      end
+    elseif deliver_waiting(KEYS[6], id) then
+      -- Due as well (same id, same time): it goes now, ahead of the pump.
+      redis.call('ZREM', KEYS[5], id)
+      redis.call('HDEL', KEYS[6], id)
+      counts.duplicates = counts.duplicates + 1
+    else
       deliver(ARGV[i + 1], id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7],
         ARGV[i + 8])
-    else
-      redis.call('ZADD', KEYS[5], due, id)
-      redis.call('HSET', KEYS[6], id, cmsgpack.pack(ARGV[i + 1], ARGV[i + 3], ARGV[i + 4],
-        ARGV[i + 5], due, ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]))
     end
     i = i + 10
   elseif kind == 'c' then
@@ -172,16 +230,10 @@ for _ = 1, count do
     counts.dropped = counts.dropped + 1
     i = i + 3
   elseif kind == 'r' then
-    local status_key, id, reason = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local n = tonumber(ARGV[i + 4])
     local fields = {}
     for j = 1, 2 * n do fields[j] = ARGV[i + 4 + j] end
-    redis.call('XADD', KEYS[4], '*', unpack(fields))
-    if status_key ~= '' and journal_ttl > 0 then
-      redis.call('HSET', status_key, id, reason)
-      redis.call('EXPIRE', status_key, journal_ttl)
-    end
-    counts.rejected = counts.rejected + 1
+    add_reject(fields, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
     i = i + 5 + 2 * n
   else
     return redis.error_reply('DELAYLINE_ROW unknown row kind ' .. tostring(kind))
@@ -196,28 +248,19 @@ return {first + count, counts.delivered, counts.duplicates, counts.dropped, coun
 
 #: Move up to ARGV[1] due messages from the outbox to their topics, atomically.
 #:
-#: A message whose id the SDK recorded a cancel for meanwhile is dropped instead.
-#: KEYS: outbox, outbox data, stats, lateness. ARGV: max messages, journal ttl s.
+#: A message whose id the SDK recorded a cancel for meanwhile is dropped instead;
+#: one whose topic key is not a stream becomes a reject.
+#: KEYS: outbox, outbox data, stats, lateness, rejects. ARGV: max messages, journal ttl s.
 #: Returns {moved, now_ms, next due ms or -1}.
 PUMP = (
     """
 local journal_ttl = tonumber(ARGV[2])
+local rejects_key = KEYS[5]
 """
     + _DELIVERY
     + """
 local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
-for _, id in ipairs(due_ids) do
-  local data = redis.call('HGET', KEYS[2], id)
-  if data then
-    local topic, body, key, headers, due, attempt, journal, cancels = cmsgpack.unpack(data)
-    if redis.call('HEXISTS', cancels, id) == 1 then
-      journal_put(journal, id, 'cancelled')
-      counts.dropped = counts.dropped + 1
-    else
-      deliver(topic, id, body, key, headers, due, attempt, journal)
-    end
-  end
-end
+for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end
 if #due_ids > 0 then
   redis.call('ZREM', KEYS[1], unpack(due_ids))
   redis.call('HDEL', KEYS[2], unpack(due_ids))
