@@ -19,6 +19,19 @@ status codes.
 
 from __future__ import annotations
 
+#: The most characters of a caller's value that an error message quotes; a value
+#: can be megabytes, and its message becomes a reject's ``reason``.
+MAX_QUOTED_CHARS = 100
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` for an error message, cut to MAX_QUOTED_CHARS characters ending in "…"."""
+    if isinstance(value, str | bytes):
+        # Cut before repr: it would copy the whole value first.
+        value = value[: MAX_QUOTED_CHARS + 1]
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED_CHARS else text[: MAX_QUOTED_CHARS - 1] + "…"
+
 
 class DelaylineError(Exception):
     """Root of every error delayline raises on purpose."""
@@ -45,7 +58,7 @@ class InvalidMessageIdError(ValidationError):
         super().__init__(
             "id",
             "format",
-            f"not a delayline message id: {message_id!r} "
+            f"not a delayline message id: {quoted(message_id)} "
             "(expected 26 Crockford base32 characters, as returned by send)",
         )
 

@@ -20,14 +20,12 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from delayline import ids
-from delayline.errors import DecodeError, ValidationError
+from delayline.errors import MAX_QUOTED_CHARS, DecodeError, ValidationError, quoted
 from delayline.validation import (
-    MAX_QUOTED_CHARS,
     Limits,
     check_horizon,
     decode_headers,
     encode_headers,
-    quoted,
     resolve_deliver_at_ms,
     validate_body,
     validate_headers,

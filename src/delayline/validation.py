@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from delayline import timing
-from delayline.errors import ValidationError
+from delayline.errors import ValidationError, quoted
 from delayline.ids import MAX_ID_TIME_MS
 
 #: Default largest body, in bytes (1 MiB).
@@ -25,9 +25,6 @@ MAX_HEADERS_BYTES = 16 * 1024
 MAX_DELAY_MS = 2 * 365 * 24 * 3600 * 1000
 #: Keys under this prefix belong to delayline itself; a topic there could loop.
 RESERVED_TOPIC_PREFIX = "delayline:"
-#: The most characters of a caller's value that an error message quotes; a value
-#: can be megabytes, and its message becomes a reject's ``reason``.
-MAX_QUOTED_CHARS = 100
 
 _TOPIC_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,249}")
 
@@ -56,15 +53,6 @@ def validate_topic(topic: object) -> str:
             f"topics starting with {RESERVED_TOPIC_PREFIX!r} are reserved for delayline itself",
         )
     return topic
-
-
-def quoted(value: object) -> str:
-    """``repr(value)`` for an error message, cut to MAX_QUOTED_CHARS characters ending in "…"."""
-    if isinstance(value, str | bytes):
-        # Cut before repr: it would copy the whole value first.
-        value = value[: MAX_QUOTED_CHARS + 1]
-    text = repr(value)
-    return text if len(text) <= MAX_QUOTED_CHARS else text[: MAX_QUOTED_CHARS - 1] + "…"
 
 
 def validate_body(body: object, limits: Limits) -> bytes:

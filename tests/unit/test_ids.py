@@ -74,3 +74,10 @@ def test_a_burst_at_one_instant_spreads_over_every_shard() -> None:
         counts[ids.shard_of(message_id, shards)] += 1
     # 300 ids over 4 shards: every shard gets a real share (expected 75 each).
     assert min(counts) >= 40, counts
+
+
+def test_a_huge_non_id_is_quoted_briefly() -> None:
+    with pytest.raises(InvalidMessageIdError) as caught:
+        ids.deliver_at_ms_of("Z" * 1_000_000)
+    assert len(str(caught.value)) < 300
+    assert "'ZZZZ" in str(caught.value)

@@ -6,12 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delayline.errors import ValidationError
+from delayline.errors import MAX_QUOTED_CHARS, ValidationError, quoted
 from delayline.validation import (
     MAX_DELAY_MS,
-    MAX_QUOTED_CHARS,
     Limits,
-    quoted,
     resolve_deliver_at_ms,
     validate_body,
     validate_headers,
