@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -9,15 +10,19 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import psutil
 import redis
 
 from delayline import ids, timing
 from delayline.model import Cancel, Message
 from delayline.transports import keys
 from delayline.validation import Limits
+from tests.conftest import alive, kill_processes, tagged_processes
 
 #: Spark's first start in a fresh process takes 10-30 s on a 2-core machine.
 START_TIMEOUT_S = 180.0
@@ -32,46 +37,103 @@ def wait_for(
     timeout_s: float,
     what: str,
     logs: Sequence[SchedulerProcess] = (),
+    details: Callable[[], str] | None = None,
 ) -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout_s`` with the schedulers' logs."""
+    """Poll ``condition`` until it holds; fail after ``timeout_s`` with the schedulers' logs.
+
+    ``details``, if given, is called at the timeout and its text added to the failure.
+    """
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             tails = "".join(
                 f"\n--- scheduler {n} ---\n{p.output[-4000:]}" for n, p in enumerate(logs)
             )
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}{tails}")
+            extra = f"\n{details()}" if details is not None else ""
+            raise AssertionError(
+                f"timed out after {timeout_s:.0f} s waiting for {what}{extra}{tails}"
+            )
         time.sleep(0.1)
 
 
+#: Every process of one SchedulerProcess carries this variable, set to its own token.
+TAG_VARIABLE = "DELAYLINE_TEST_SCHEDULER"
+
+#: How long the Python workers of a killed scheduler may take to exit on their own.
+ESCAPED_GRACE_S = 30.0
+
+#: How often the process tree is recorded while the scheduler runs (s).
+SNAPSHOT_INTERVAL_S = 0.5
+
+
+def check_hermetic(args: Sequence[str]) -> None:
+    """Refuse arguments that would use a default port (8470 for the API, 6390 for Redis)."""
+    assert "--no-api" in args or "--api-port" in args, (
+        "pass --api-port <free port> or --no-api: never the default API port"
+    )
+    assert "--redis-url" in args or "--redis-port" in args, (
+        "pass --redis-url <a test Redis> or --redis-port <free port>: never the default"
+    )
+
+
 class SchedulerProcess:
-    """``python -m delayline run`` in its own process group, with its output captured."""
+    """``python -m delayline run`` in its own process group, with its output captured.
+
+    A context manager: leaving the block SIGKILLs the process group and every
+    process the scheduler ever started, including those that left the group.
+    PySpark's daemons call ``setpgid`` and, after a SIGKILLed JVM, live on
+    reparented to init (see docs/design.md, "The sink"). They are found twice
+    over: the process tree is recorded every ``SNAPSHOT_INTERVAL_S`` while the
+    driver runs, and every process whose environment carries this run's
+    ``TAG_VARIABLE`` is swept up at the end.
+    """
 
     def __init__(self, args: Sequence[str]) -> None:
+        check_hermetic(args)
         self.args = [sys.executable, "-m", "delayline", "run", "--progress-interval", "1", *args]
         self.lines: list[str] = []
         self.process: subprocess.Popen[str] | None = None
+        self.token = uuid.uuid4().hex
+        self._seen: dict[int, psutil.Process] = {}
+        self._seen_lock = threading.Lock()
+        self._stopped = threading.Event()
+
+    def __enter__(self) -> SchedulerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop_quietly()
 
     @property
     def output(self) -> str:
         return "\n".join(self.lines)
 
     def start(self) -> None:
-        """Start it and wait for the query to run."""
+        """Start it and wait for the query to run; if it does not, leave nothing behind."""
         self.process = subprocess.Popen(
             self.args,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            env={**os.environ, TAG_VARIABLE: self.token},
         )
-        threading.Thread(target=self._collect, args=(self.process,), daemon=True).start()
-        wait_for(
-            lambda: "scheduler running" in self.output or self.process.poll() is not None,  # type: ignore[union-attr]
-            START_TIMEOUT_S,
-            "the scheduler to start",
-        )
-        assert self.process.poll() is None, f"the scheduler exited:\n{self.output[-5000:]}"
+        process = self.process
+        self._record(psutil.Process(process.pid))
+        threading.Thread(target=self._collect, args=(process,), daemon=True).start()
+        threading.Thread(target=self._snapshots, daemon=True).start()
+        try:
+            wait_for(
+                lambda: "scheduler running" in self.output or process.poll() is not None,
+                START_TIMEOUT_S,
+                "the scheduler to start",
+                [self],
+            )
+            assert process.poll() is None, f"the scheduler exited:\n{self.output[-5000:]}"
+        except BaseException:
+            self.stop_quietly()
+            raise
 
     def _collect(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -79,12 +141,58 @@ class SchedulerProcess:
             for line in process.stdout:
                 self.lines.append(line.rstrip("\n"))
 
+    def _record(self, *processes: psutil.Process) -> None:
+        with self._seen_lock:
+            for process in processes:
+                self._seen.setdefault(process.pid, process)
+
+    def _snapshot(self) -> None:
+        """Record the driver's descendants (JVM, executors, PySpark daemons and workers)."""
+        assert self.process is not None
+        # Once the driver is gone, its children were recorded while it ran.
+        with contextlib.suppress(psutil.Error):
+            self._record(*psutil.Process(self.process.pid).children(recursive=True))
+
+    def _snapshots(self) -> None:
+        while not self._stopped.wait(SNAPSHOT_INTERVAL_S):
+            if self.process is None or self.process.poll() is not None:
+                return
+            self._snapshot()
+
+    def leftovers(self) -> list[psutil.Process]:
+        """Every process of this run that is still alive, in its process group or not."""
+        with self._seen_lock:
+            found = {pid: p for pid, p in self._seen.items() if alive(p)}
+        for process in tagged_processes(TAG_VARIABLE, self.token):
+            found.setdefault(process.pid, process)
+        return list(found.values())
+
+    def escaped(self) -> list[psutil.Process]:
+        """Processes of this run still alive outside its process group."""
+        group = self.process.pid if self.process is not None else None
+        outside = []
+        for process in self.leftovers():
+            with contextlib.suppress(OSError):  # gone meanwhile
+                if os.getpgid(process.pid) != group:
+                    outside.append(process)
+        return outside
+
     def kill(self) -> None:
-        """SIGKILL the whole process group (driver and JVM) and wait until it is gone."""
+        """SIGKILL the process group (driver, JVM, executors), as a crash would; wait until gone.
+
+        Then the Python workers that live in groups of their own get
+        ``ESCAPED_GRACE_S`` to notice and exit by themselves (they do, within
+        about a second: their daemon sees its JVM's pipe close and SIGHUPs
+        them); whichever has not is SIGKILLed. Nothing of this run survives.
+        """
         assert self.process is not None
         group = self.process.pid
-        os.killpg(group, signal.SIGKILL)
+        # No snapshot first: it would delay the kill. Processes forked since the
+        # last one carry this run's tag, and the sweep finds them.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
         self.process.wait(30)
+        self._stopped.set()
 
         def group_gone() -> bool:
             try:
@@ -94,6 +202,10 @@ class SchedulerProcess:
             return False
 
         wait_for(group_gone, 60, "the killed scheduler's processes to exit")
+        deadline = time.monotonic() + ESCAPED_GRACE_S
+        while (escaped := self.escaped()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        kill_processes(escaped)
 
     def terminate(self, timeout_s: float) -> int:
         """SIGTERM the driver only, as a service manager would; return its exit code."""
@@ -102,8 +214,72 @@ class SchedulerProcess:
         return self.process.wait(timeout_s)
 
     def stop_quietly(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.kill()
+        """SIGKILL whatever of this run still runs, at once (the group and escaped processes)."""
+        self._stopped.set()
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self._snapshot()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+        kill_processes(self.leftovers())
+
+
+def checkpoint_batches(data_dir: Path) -> tuple[int, int]:
+    """The newest batch id in the checkpoint's offset log, and in its commit log (-1: none).
+
+    Equal means no batch was in flight; one more offset than commit means the
+    newest batch was planned but not committed, and a restart runs it again.
+    """
+    newest = []
+    for log in ("offsets", "commits"):
+        folder = data_dir / "checkpoint" / log
+        names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+        newest.append(max((int(name) for name in names if name.isdigit()), default=-1))
+    return newest[0], newest[1]
+
+
+def kill_at(
+    process: SchedulerProcess, data_dir: Path, *, in_flight: bool, timeout_s: float = 60.0
+) -> int:
+    """SIGKILL ``process`` while a batch is in flight, or while none is; return the batch id.
+
+    In flight: the newest batch is planned (offset log) but not committed, so
+    the restart runs it again. Not in flight: the newest batch is committed.
+    The group is stopped (SIGSTOP) before the checkpoint is read a second time,
+    so no batch can start or commit between that check and the kill.
+    """
+    assert process.process is not None
+    group = process.process.pid
+    deadline = time.monotonic() + timeout_s
+
+    def wanted() -> bool:
+        offsets, commits = checkpoint_batches(data_dir)
+        return offsets == commits + 1 if in_flight else offsets == commits >= 0
+
+    while True:
+        if wanted():
+            os.killpg(group, signal.SIGSTOP)
+            if wanted():
+                process.kill()
+                return checkpoint_batches(data_dir)[0]
+            os.killpg(group, signal.SIGCONT)
+        if time.monotonic() > deadline:
+            state = "in flight" if in_flight else "committed"
+            raise AssertionError(f"no moment with the newest batch {state} in {timeout_s:.0f} s")
+        time.sleep(0.002)
+
+
+def pipeline_state(raw: redis.Redis, data_dir: Path) -> str:
+    """Where the messages are, and how far the query got: for a failure message."""
+    stats = {k.decode(): int(v) for k, v in raw.hgetall(keys.STATS).items()}
+    offsets, commits = checkpoint_batches(data_dir)
+    return (
+        f"inbound {raw.xlen(keys.INBOUND)}, outbox {raw.zcard(keys.OUTBOX)}, "
+        f"delivered {len(arrivals(raw))}, stats {stats}; "
+        f"checkpoint: newest offset batch {offsets}, newest commit {commits}"
+    )
 
 
 @dataclass

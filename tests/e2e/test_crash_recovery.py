@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import redis
 
+from delayline import Client
+from delayline.transports import keys
+from delayline.transports.embedded import EmbeddedRedis
 from tests.e2e.harness import (
     SMALL_WHEEL,
     SchedulerProcess,
     arrivals,
     check_exactly_once,
+    kill_at,
+    pipeline_state,
     send_workload,
     settled,
     wait_for,
@@ -21,38 +28,74 @@ pytestmark = pytest.mark.spark
 
 
 def test_exactly_once_across_two_kills(
-    redis_url: str, data_dir: Path, raw_redis: redis.Redis
+    own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path
 ) -> None:
-    args = ["--redis-url", redis_url, "--data-dir", str(data_dir), *SMALL_WHEEL]
-    first = SchedulerProcess(args)
-    first.start()
-    try:
-        workload = send_workload(redis_url, max_delay_ms=20_000)
-        # Kill while deliveries are flowing, so batches die half written.
-        wait_for(lambda: len(arrivals(raw_redis)) >= 200, 60, "the first deliveries", [first])
-        first.kill()
-        delivered_before_restart = len(arrivals(raw_redis))
+    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
 
-        second = SchedulerProcess(args)
-        second.start()
+    def state() -> str:
+        return pipeline_state(own_raw, data_dir)
+
+    with ExitStack() as runs:
+        first = runs.enter_context(SchedulerProcess(args))
+        workload = send_workload(own_redis.url, max_delay_ms=20_000)
+        # Kill while deliveries are flowing and a batch is in flight, so that it
+        # dies half written and the restart runs it again. (A kill between batches
+        # is the next test's case.)
+        wait_for(lambda: len(arrivals(own_raw)) >= 200, 60, "the first deliveries", [first])
+        kill_at(first, data_dir, in_flight=True)
+        delivered_before_restart = len(arrivals(own_raw))
+
+        second = runs.enter_context(SchedulerProcess(args))
         wait_for(
-            lambda: len(arrivals(raw_redis)) >= delivered_before_restart + 200,
+            lambda: len(arrivals(own_raw)) >= delivered_before_restart + 200,
             90,
             "deliveries after the first restart",
             [first, second],
+            details=state,
         )
-        second.kill()
+        kill_at(second, data_dir, in_flight=True)
 
-        third = SchedulerProcess(args)
-        third.start()
+        third = runs.enter_context(SchedulerProcess(args))
         wait_for(
-            lambda: settled(raw_redis, workload),
+            lambda: settled(own_raw, workload),
             180,
             "every message to be settled",
             [first, second, third],
+            details=state,
         )
         # Downtime makes messages late; what must hold is once, never early, none lost.
-        check_exactly_once(raw_redis, workload, max_late_ms=None)
-        third.stop_quietly()
-    finally:
-        first.stop_quietly()
+        check_exactly_once(own_raw, workload, max_late_ms=None)
+
+
+def test_a_kill_between_batches_then_a_restart_delivers(
+    own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path
+) -> None:
+    """A kill while no batch is in flight, with nothing new to read: the restart must deliver."""
+    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir)]
+    delay_ms = 20_000
+    with ExitStack() as runs:
+        first = runs.enter_context(SchedulerProcess(args))
+        with Client(own_redis.url) as client:
+            sent_at = time.monotonic()
+            ids = {client.send("orders.timeout", b"m", delay=delay_ms) for _ in range(20)}
+        # Spark trims a batch's input once it plans the next batch: then it is all in state.
+        wait_for(lambda: own_raw.xlen(keys.INBOUND) == 0, 30, "the input to be committed", [first])
+        kill_at(first, data_dir, in_flight=False)
+        assert time.monotonic() - sent_at < delay_ms / 1000 - 5, "too slow: the slots had fired"
+        assert own_raw.zcard(keys.OUTBOX) == 0
+        assert own_raw.xlen("orders.timeout") == 0
+        assert own_raw.xlen(keys.INBOUND) == 0  # nothing new for the restart to read
+
+        second = runs.enter_context(SchedulerProcess(args))
+        # Due by now or soon: a working restart delivers within a few batches of their time.
+        deadline_s = max(delay_ms / 1000 - (time.monotonic() - sent_at), 0) + 20
+        wait_for(
+            lambda: own_raw.xlen("orders.timeout") == len(ids),
+            deadline_s,
+            "the overdue messages after the restart",
+            [first, second],
+            details=lambda: pipeline_state(own_raw, data_dir),
+        )
+        found = arrivals(own_raw)
+        assert sorted(arrival.message_id for arrival in found) == sorted(ids)  # each once
+        assert all(arrival.stream_ms >= arrival.deliver_at_ms for arrival in found), "early"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from delayline.transports.embedded import EmbeddedRedis
 from tests.e2e.harness import (
     SMALL_WHEEL,
     SchedulerProcess,
@@ -21,30 +22,27 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def scheduler(redis_url: str, data_dir: Path) -> Iterator[SchedulerProcess]:
-    process = SchedulerProcess(
-        ["--redis-url", redis_url, "--data-dir", str(data_dir), *SMALL_WHEEL]
-    )
-    process.start()
-    yield process
-    process.stop_quietly()
+def scheduler(own_redis: EmbeddedRedis, data_dir: Path) -> Iterator[SchedulerProcess]:
+    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
+    with SchedulerProcess(args) as process:
+        yield process
 
 
 def test_every_message_exactly_once_none_early_none_cancelled(
-    scheduler: SchedulerProcess, raw_redis: redis.Redis, data_dir: Path
+    scheduler: SchedulerProcess, own_raw: redis.Redis, data_dir: Path
 ) -> None:
     workload = send_workload(scheduler_url(scheduler))
-    wait_for(lambda: settled(raw_redis, workload), 120, "every message to be settled", [scheduler])
+    wait_for(lambda: settled(own_raw, workload), 120, "every message to be settled", [scheduler])
     # Generous: timing precision belongs to the benchmarks, not to this test.
-    check_exactly_once(raw_redis, workload, max_late_ms=10_000)
+    check_exactly_once(own_raw, workload, max_late_ms=10_000)
     # Spark commits a batch's source range when it plans the next batch: poll.
     wait_for(
-        lambda: raw_redis.xlen("delayline:inbound") == 0,
+        lambda: own_raw.xlen("delayline:inbound") == 0,
         30,
         "the committed input to be trimmed",
         [scheduler],
     )
-    stats = {k.decode(): int(v) for k, v in raw_redis.hgetall("delayline:stats").items()}
+    stats = {k.decode(): int(v) for k, v in own_raw.hgetall("delayline:stats").items()}
     assert stats["accepted"] == len(workload.messages)
     assert stats["cancels"] == len(workload.cancelled)
     assert stats["dropped"] == len(workload.cancelled)

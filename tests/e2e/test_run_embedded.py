@@ -25,12 +25,12 @@ def port_open(port: int) -> bool:
 
 
 def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
-    port = free_port()
-    service = SchedulerProcess(["--redis-port", str(port), "--data-dir", str(data_dir)])
-    service.start()
-    try:
+    port, api_port = free_port(), free_port()
+    args = ["--redis-port", str(port), "--api-port", str(api_port), "--data-dir", str(data_dir)]
+    with SchedulerProcess(args) as service:
         url = f"redis://127.0.0.1:{port}/0"
         assert f"redis     {url} (embedded, AOF everysec)" in service.output
+        assert f"http api  http://127.0.0.1:{api_port} (auth off)" in service.output
         client = Client(url)
         sent_ms = time.time_ns() // 1_000_000
         message_id = client.send("orders.timeout", b"order-42", delay=1_000)
@@ -48,8 +48,9 @@ def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
         assert time.monotonic() - started < 60
         assert "stopped" in service.output
         assert not port_open(port), "the embedded Redis outlived delayline run"
-    finally:
-        service.stop_quietly()
+        assert not port_open(api_port), "the HTTP API outlived delayline run"
+        # A clean stop leaves nothing behind: no Python worker, no redis-server.
+        wait_for(lambda: not service.leftovers(), 30, "the scheduler's processes to exit")
 
 
 def test_missing_java_is_one_clear_line(data_dir: Path) -> None:
@@ -62,6 +63,8 @@ def test_missing_java_is_one_clear_line(data_dir: Path) -> None:
             "delayline",
             "run",
             "--redis-port",
+            str(free_port()),
+            "--api-port",
             str(free_port()),
             "--data-dir",
             str(data_dir),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,23 +36,14 @@ class Live:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     # Its own Redis: the per-test fixtures flush theirs, and this one has a scheduler on it.
-    server = EmbeddedRedis(tmp_path_factory.mktemp("live-redis"), free_port())
-    server.start()
-    scheduler = SchedulerProcess(
-        [
-            "--redis-url",
-            server.url,
-            "--no-api",
-            "--data-dir",
-            str(tmp_path_factory.mktemp("live-data")),
-        ]
-    )
-    scheduler.start()
-    raw = redis.Redis.from_url(server.url)
-    yield Live(server.url, scheduler, raw)
-    raw.close()
-    scheduler.stop_quietly()
-    server.stop()
+    data_dir = tmp_path_factory.mktemp("live-data")
+    args = ["--no-api", "--data-dir", str(data_dir)]
+    with (
+        EmbeddedRedis(tmp_path_factory.mktemp("live-redis"), free_port()) as server,
+        SchedulerProcess(["--redis-url", server.url, *args]) as scheduler,
+        closing(redis.Redis.from_url(server.url)) as raw,
+    ):
+        yield Live(server.url, scheduler, raw)
 
 
 @pytest.fixture

@@ -130,8 +130,14 @@ class InboundReader(DataSourceStreamReader):
         else:  # ReadAllAvailable: the engine asks for everything, whatever our default
             last = streams.inbound_last_id()
         if last is None or id_order(last) <= id_order(start["id"]):
-            return start
-        return {"id": last}
+            last = start["id"]
+        # The run's token is part of the offset. Spark runs a batch only for new
+        # offsets, or when the previous batch *of this run* asks for another (as
+        # one with timers does); a run restarted after a kill between batches has
+        # no previous batch, so with nothing new to read it would run none, and
+        # fire no timer, until input came. A new token is a new offset: the first
+        # batch of every run happens, reads nothing new, and fires what is due.
+        return {"id": last, "run": self._run_token}
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InboundRange]:
         if start["id"] == end["id"]:
