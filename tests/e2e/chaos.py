@@ -31,7 +31,7 @@ from delayline.transports import keys
 from delayline.transports.embedded import EmbeddedRedis
 from delayline.validation import Limits
 from tests.conftest import free_port
-from tests.e2e.harness import SMALL_WHEEL, SchedulerProcess, wait_for
+from tests.e2e.harness import SMALL_WHEEL, Arrival, SchedulerProcess, arrivals, wait_for
 
 TOPICS = ("chaos.orders", "chaos.reminders", "chaos.retries")
 #: A raw cancel must reach the inbound stream this long before its message is
@@ -260,29 +260,6 @@ def xadd_all(raw: redis.Redis, records: Sequence[dict[bytes, bytes]]) -> None:
             time.sleep(0.2)
 
 
-@dataclass(frozen=True)
-class Arrival:
-    message_id: str
-    body: bytes
-    deliver_at_ms: int
-    stream_ms: int
-
-
-def arrivals(raw: redis.Redis) -> list[Arrival]:
-    found = []
-    for topic in TOPICS:
-        for entry_id, fields in raw.xrange(topic):
-            found.append(
-                Arrival(
-                    fields[b"id"].decode(),
-                    fields[b"body"],
-                    int(fields[b"deliver_at_ms"]),
-                    int(entry_id.split(b"-")[0]),
-                )
-            )
-    return found
-
-
 @dataclass
 class ChaosReport:
     seed: int
@@ -366,7 +343,7 @@ def run_chaos(
         def settled() -> bool:
             if now_ms() < last_due_ms:
                 return False
-            return expected <= {a.message_id for a in arrivals(raw)}
+            return expected <= {a.message_id for a in arrivals(raw, TOPICS)}
 
         wait_for(
             settled,
@@ -374,7 +351,7 @@ def run_chaos(
             f"every message to arrive (seed {plan.seed})",
             runs,
         )
-        found = arrivals(raw)
+        found = arrivals(raw, TOPICS)
         report = check(found, ledger, plan.seed)
         slow = [s for s in restarts_s if s > RESTART_BOUND_S]
         assert not slow, f"seed {plan.seed}: a restart took {max(slow):.0f} s to run"

@@ -392,9 +392,10 @@ class Arrival:
     stream_ms: int  # Redis's clock when the entry was added
 
 
-def arrivals(raw: redis.Redis) -> list[Arrival]:
+def arrivals(raw: redis.Redis, topics: Sequence[str] = TOPICS) -> list[Arrival]:
+    """Every entry of the ``topics`` streams, in stream order per topic."""
     found = []
-    for topic in TOPICS:
+    for topic in topics:
         for entry_id, fields in raw.xrange(topic):
             found.append(
                 Arrival(
