@@ -163,10 +163,12 @@ class InboundReader(DataSourceStreamReader):
             )
             for key, record in placed:
                 grouped.setdefault(key, []).append(record)
-            first = next(packs.scan(placed[0][1]))
-            accepted += first.kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
-            if first.kind == packs.CANCEL:
-                cancels.append((first.id, first.deliver_at_ms))
+            # The kind is the record's first byte; only a cancel needs its id decoded.
+            kind = placed[0][1][0]
+            accepted += kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
+            if kind == packs.CANCEL:
+                cancel = next(packs.scan(placed[0][1]))
+                cancels.append((cancel.id, cancel.deliver_at_ms))
         task = current_batch_task()
         # A raw cancel must also stop a message that already left Spark's state for
         # the outbox: the pump drops a message with a cancel request, as for the SDK's.
