@@ -133,7 +133,8 @@ def main() -> None:
     "fire_lead_ms",
     type=int,
     default=None,
-    help="Fire slots this early; the outbox holds them until due [default: 2000].",
+    help="The horizon: fire slots this early, and send what is due within it straight "
+    "to the outbox, which holds it until due [default: 60000].",
 )
 @click.option(
     "--max-batch-rows",
@@ -375,6 +376,7 @@ def stats(redis_url: str, as_json: bool) -> None:
                 {
                     "stats": metrics.stats,
                     "pending": metrics.pending,
+                    "outbox": metrics.outbox,
                     "lateness_p50_ms": lateness[0.5],
                     "lateness_p99_ms": lateness[0.99],
                     "last_batch_age_ms": metrics.last_batch_age_ms,
@@ -386,6 +388,7 @@ def stats(redis_url: str, as_json: bool) -> None:
         label = "cancelled" if name == "dropped" else name
         click.echo(f"{label:<12}{metrics.stats.get(name, 0):>12,}")
     click.echo(f"{'pending':<12}{metrics.pending:>12,}")
+    click.echo(f"{'  outbox':<12}{metrics.outbox:>12,}")
     click.echo(f"lateness    p50 {format_bound(lateness[0.5])}  p99 {format_bound(lateness[0.99])}")
     age = metrics.last_batch_age_ms
     click.echo(

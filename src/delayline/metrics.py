@@ -70,6 +70,7 @@ def render_prometheus(
     lateness: Mapping[str, int],
     batch_duration: Mapping[str, int],
     pending: int,
+    outbox: int = 0,
 ) -> str:
     """The Prometheus text exposition (version 0.0.4) of delayline's metrics."""
     lines: list[str] = []
@@ -83,6 +84,9 @@ def render_prometheus(
         "# HELP delayline_pending_messages Accepted messages not yet delivered or cancelled.",
         "# TYPE delayline_pending_messages gauge",
         f"delayline_pending_messages {pending}",
+        "# HELP delayline_outbox_messages Pending messages in the outbox (due within the horizon).",
+        "# TYPE delayline_outbox_messages gauge",
+        f"delayline_outbox_messages {outbox}",
     ]
     lines += _histogram(
         "delayline_lateness_seconds", "delivered_at - deliver_at of each delivery.", lateness

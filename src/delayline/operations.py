@@ -18,6 +18,7 @@ from delayline.metrics import render_prometheus
 from delayline.model import Cancel, Message
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus, infer_status
+from delayline.timing import HORIZON_MS
 from delayline.transports import keys, redis_scripts
 from delayline.validation import Limits, decode_headers
 
@@ -44,16 +45,9 @@ class Plan(Generic[T]):
 # -- producing ---------------------------------------------------------------------------------
 
 
-#: A message due within this many ms of being sent skips the scheduler: the
-#: Spark path takes about a trigger plus a batch (1-2 s on 2 cores) to reach the
-#: outbox, so it would make such a message late. The outbox holds at most about
-#: rate x NEAR_MS of them.
-NEAR_MS = 5_000
-
-
 def send(messages: list[Message]) -> Plan[list[str]]:
-    """Schedule the messages, all or none: each one due within NEAR_MS straight into
-    the outbox, every other one onto the inbound stream."""
+    """Schedule the messages, all or none: each one due within the scheduler's horizon
+    straight into the outbox, every other one onto the inbound stream."""
     commands = _schedule(messages)
     return Plan(
         commands, lambda _: [message.id for message in messages], "send messages", transaction=True
@@ -70,17 +64,19 @@ def status(message_id: str, *, now_ms: int) -> Plan[MessageStatus]:
         ("HGET", keys.journal(due_ms), message_id),
         ("HGET", keys.rejected(due_ms), message_id),
         ("HGET", keys.cancel_requests(due_ms), message_id),
-        ("HGET", keys.HEARTBEAT, "last_batch_at_ms"),
+        ("HMGET", keys.HEARTBEAT, "last_batch_at_ms", "settled_at_ms"),
     ]
 
     def parse(replies: list[Any]) -> MessageStatus:
-        journal, rejected, cancel_requested, last_batch = replies
+        journal, rejected, cancel_requested, beats = replies
+        # An idle scheduler runs no batch; its source records when it found nothing due.
+        seen = [int(beat) for beat in beats if beat is not None]
         return infer_status(
             message_id,
             journal=journal,
             rejected=rejected,
             cancel_requested=cancel_requested,
-            last_batch_at_ms=None if last_batch is None else int(last_batch),
+            last_batch_at_ms=max(seen, default=None),
             now_ms=now_ms,
         )
 
@@ -126,6 +122,8 @@ class Metrics:
     batch_duration: dict[str, int]
     heartbeat: dict[str, str]
     read_at_ms: int
+    #: Messages in the outbox: due within the horizon, waiting for the pump.
+    outbox: int = 0
 
     @property
     def pending(self) -> int:
@@ -143,17 +141,20 @@ class Metrics:
 
     def prometheus(self) -> str:
         """These metrics in the Prometheus text format."""
-        return render_prometheus(self.stats, self.lateness, self.batch_duration, self.pending)
+        return render_prometheus(
+            self.stats, self.lateness, self.batch_duration, self.pending, self.outbox
+        )
 
 
 def metrics(*, now_ms: int) -> Plan[Metrics]:
     """Read every counter and histogram the scheduler keeps, in one round trip."""
     sources = (keys.STATS, keys.LATENESS, keys.BATCH_DURATION, keys.HEARTBEAT)
     commands: list[Command] = [("HGETALL", key) for key in sources]
+    commands.append(("ZCARD", keys.OUTBOX))
 
     def parse(replies: list[Any]) -> Metrics:
         stats, lateness, batches, heartbeat = (
-            {_text(name): _text(value) for name, value in reply.items()} for reply in replies
+            {_text(name): _text(value) for name, value in reply.items()} for reply in replies[:-1]
         )
         return Metrics(
             stats={name: int(value) for name, value in stats.items()},
@@ -161,6 +162,7 @@ def metrics(*, now_ms: int) -> Plan[Metrics]:
             batch_duration={name: int(value) for name, value in batches.items()},
             heartbeat=heartbeat,
             read_at_ms=now_ms,
+            outbox=int(replies[-1]),
         )
 
     return Plan(commands, parse, "read metrics")
@@ -339,11 +341,17 @@ def _text(value: bytes | str) -> str:
 
 def _schedule(messages: list[Message]) -> list[Command]:
     """The commands that schedule ``messages``: XADD to the inbound stream, or, for one
-    due within NEAR_MS of its ``sent_at_ms``, the outbox script (which checks again by
-    Redis's clock), loaded first in the same transaction."""
+    due within HORIZON_MS of its ``sent_at_ms``, the outbox script (which checks again,
+    by Redis's clock and against the horizon the scheduler published), loaded first in
+    the same transaction.
+
+    A message past the horizon skips the script: it is written once, not twice. The
+    Spark path takes a trigger plus a batch (seconds under load, tens of seconds
+    while Spark restarts) to reach the outbox; a message due sooner would be late.
+    """
     commands = [
         _xadd(keys.INBOUND, message.to_record())
-        if message.deliver_at_ms - message.sent_at_ms > NEAR_MS
+        if message.deliver_at_ms - message.sent_at_ms > HORIZON_MS
         else _send_near(message)
         for message in messages
     ]
@@ -358,12 +366,14 @@ def _send_near(message: Message) -> Command:
     return (
         "EVALSHA",
         redis_scripts.SEND_NEAR_SHA,
-        4,
+        6,
         keys.OUTBOX,
         keys.OUTBOX_DATA,
+        keys.OUTBOX_BELL,
         keys.INBOUND,
         keys.STATS,
-        NEAR_MS,
+        keys.CONFIG,
+        HORIZON_MS,
         message.id,
         message.topic,
         message.body,

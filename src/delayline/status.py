@@ -66,7 +66,8 @@ def infer_status(
     """Combine the records of ``message_id`` into its status.
 
     ``last_batch_at_ms`` is the batch timestamp of the scheduler's last
-    completed batch (None if it never ran): a message is only ``unknown`` once
+    completed batch, or the last time its source found nothing due, whichever is
+    later (None if it never ran): a message is only ``unknown`` once
     the scheduler has run well past its delivery time. Raises
     InvalidMessageIdError for a malformed id.
     """

@@ -59,6 +59,12 @@ LEVELS_MS: tuple[int, ...] = tuple(map(parse_duration_ms, ROCKETMQ_DELAY_LEVELS.
 #: Shards per slot may not exceed this (a key also encodes the level: see :func:`wheel_key`).
 MAX_SHARDS = 128
 
+#: The default horizon (ms). A message due within it of reaching delayline goes
+#: straight into the outbox (the fine wheel), and the scheduler fires its slots
+#: this far ahead. It must outlast the slowest batch and a restart of Spark
+#: (tens of seconds on 2 cores), so that no message waits on Spark when it is due.
+HORIZON_MS = 60_000
+
 #: The pseudo-slot that carries rejected records through the scheduler.
 REJECT_SLOT_MS = -1
 

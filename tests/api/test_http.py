@@ -59,7 +59,7 @@ def test_post_a_message(redis_url: str, raw_redis: redis.Redis) -> None:
         assert created["deliver_at"].endswith("Z")
         binary = await http.post(
             "/v1/messages",
-            json={"topic": "t", "level": 3, "body_b64": base64.b64encode(b"\x00\xff").decode()},
+            json={"topic": "t", "level": 6, "body_b64": base64.b64encode(b"\x00\xff").decode()},
         )
         assert binary.status_code == 201
         at = await http.post(
@@ -143,10 +143,10 @@ def test_batch_reports_each_item_and_sends_the_good_ones(
             "/v1/messages:batch",
             json={
                 "messages": [
-                    {"topic": "t", "body": "a", "delay_ms": 60_000},
+                    {"topic": "t", "body": "a", "delay_ms": 120_000},
                     {"topic": "t"},
                     {"topic": 3, "body": "x"},
-                    {"topic": "t", "body_b64": "aGk=", "level": 3},
+                    {"topic": "t", "body_b64": "aGk=", "level": 6},
                 ]
             },
         )

@@ -60,10 +60,10 @@ def test_send_forms(redis_url: str, raw_redis: redis.Redis) -> None:
     assert deliver_at_ms_of(epoch.output.strip()) == 1_800_000_000_000
     level = invoke(redis_url, "send", "t", "x", "--level", "5")
     assert 59_000 < deliver_at_ms_of(level.output.strip()) - now_ms() <= 60_000
-    piped = invoke(redis_url, "send", "t", "-", "--delay", "1m", input=b"\x00from stdin")
+    piped = invoke(redis_url, "send", "t", "-", "--delay", "2m", input=b"\x00from stdin")
     assert piped.exit_code == 0
     assert sent(raw_redis)[b"body"] == b"\x00from stdin"
-    implicit = invoke(redis_url, "send", "t", "--delay", "1m", input=b"no body argument")
+    implicit = invoke(redis_url, "send", "t", "--delay", "2m", input=b"no body argument")
     assert implicit.exit_code == 0
     assert sent(raw_redis)[b"body"] == b"no body argument"
 

@@ -27,9 +27,13 @@ from tests.conftest import alive, kill_processes, tagged_processes
 #: Spark's first start in a fresh process takes 10-30 s on a 2-core machine.
 START_TIMEOUT_S = 180.0
 
-#: A small two-level wheel, so that a 0-15 s workload exercises the coarse level:
-#: messages due more than 6 s ahead start coarse and are handed down 3 s ahead.
-SMALL_WHEEL = ["--coarse-after-ms", "6000", "--coarse-tick-ms", "2000", "--cascade-lead-ms", "3000"]
+#: A small two-level wheel, so that a 0-15 s workload exercises both levels:
+#: messages due more than 6 s ahead start coarse and are handed down 3 s ahead,
+#: and fine slots fire 1 s ahead (a horizon of 1 s: the SDK sends little to the outbox).
+SMALL_WHEEL = [
+    *("--coarse-after-ms", "6000", "--coarse-tick-ms", "2000", "--cascade-lead-ms", "3000"),
+    *("--lead-ms", "1000"),
+]
 
 
 def wait_for(

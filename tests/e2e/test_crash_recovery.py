@@ -71,7 +71,9 @@ def test_a_kill_between_batches_then_a_restart_delivers(
     own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path
 ) -> None:
     """A kill while no batch is in flight, with nothing new to read: the restart must deliver."""
+    # A short horizon: the messages must wait in Spark's state, not in the outbox.
     args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir)]
+    args += ["--lead-ms", "2000"]
     delay_ms = 20_000
     with ExitStack() as runs:
         first = runs.enter_context(SchedulerProcess(args))

@@ -15,7 +15,7 @@ from delayline import AsyncClient, Client, Message, RetryPolicy
 from delayline.errors import InvalidMessageIdError, ValidationError
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.model import decode_record
-from delayline.timing import now_ms
+from delayline.timing import HORIZON_MS, now_ms
 from delayline.transports import keys
 from delayline.transports.redis_streams import Drop, RedisStreams, Reject
 from delayline.validation import Limits
@@ -36,11 +36,11 @@ def inbound(raw: redis.Redis) -> list[dict[bytes, bytes]]:
 
 
 def test_send_many_sends_all_in_order(client: Client, raw_redis: redis.Redis) -> None:
-    prebuilt = Message.create("t", b"m", now_ms=now_ms(), limits=Limits(), delay=9_000)
+    prebuilt = Message.create("t", b"m", now_ms=now_ms(), limits=Limits(), delay=90_000)
     sent = client.send_many(
         [
             {"topic": "a", "body": b"1", "delay": 1_000},
-            {"topic": "b", "body": "2", "level": 3, "key": "k"},
+            {"topic": "b", "body": "2", "level": 6, "key": "k"},
             prebuilt,
         ]
     )
@@ -48,7 +48,7 @@ def test_send_many_sends_all_in_order(client: Client, raw_redis: redis.Redis) ->
     records = inbound(raw_redis)
     assert [r[b"id"].decode() for r in records] == sent[1:]
     assert [r[b"topic"] for r in records] == [b"b", b"t"]
-    assert raw_redis.zrange(keys.OUTBOX, 0, -1) == [sent[0].encode()]  # due within NEAR_MS
+    assert raw_redis.zrange(keys.OUTBOX, 0, -1) == [sent[0].encode()]  # within the horizon
     assert client.send_many([]) == []
 
 
@@ -112,13 +112,40 @@ def test_a_cancel_wins_over_a_message_due_soon(
 
 def test_redis_clock_decides_what_is_due_soon(client: Client, raw_redis: redis.Redis) -> None:
     # Sent, by the producer's clock, 1 s before it is due; by Redis's clock it is due
-    # in a minute (a producer whose clock runs a minute fast): the scheduler takes it.
-    due_ms = now_ms() + 60_000
+    # in two minutes (a producer whose clock runs fast): the scheduler takes it.
+    due_ms = now_ms() + 120_000
     message = Message.create("t", b"x", now_ms=due_ms - 1_000, limits=Limits(), delay=1_000)
     client.send_many([message])
     assert raw_redis.zcard(keys.OUTBOX) == 0
     assert [r[b"id"].decode() for r in inbound(raw_redis)] == [message.id]
     assert raw_redis.hget(keys.STATS, "accepted") is None  # the scheduler counts it
+
+
+def test_the_horizon_the_scheduler_published_decides_the_near_path(
+    client: Client, raw_redis: redis.Redis
+) -> None:
+    assert client.send("t", b"x", delay=HORIZON_MS) in outbox(raw_redis)  # the default
+    raw_redis.hset(keys.CONFIG, "horizon_ms", 2_000)
+    near, far = client.send("t", b"x", delay=2_000), client.send("t", b"x", delay=3_000)
+    assert near in outbox(raw_redis)
+    assert far not in outbox(raw_redis)
+    assert [r[b"id"].decode() for r in inbound(raw_redis)] == [far]
+    raw_redis.hset(keys.CONFIG, "horizon_ms", 600_000)  # past the SDK's own bound: inbound
+    assert client.send("t", b"x", delay=HORIZON_MS + 1) not in outbox(raw_redis)
+
+
+def test_a_resent_near_message_keeps_its_first_copy(client: Client, raw_redis: redis.Redis) -> None:
+    first = Message.create("t", b"first", now_ms=now_ms(), limits=Limits(), delay=30_000)
+    client.send_many([first])
+    client.send_many([first])  # an SDK retry after a lost reply
+    assert outbox(raw_redis) == [first.id]
+    assert raw_redis.hget(keys.STATS, "accepted") == b"1"
+    assert client.metrics().outbox == 1
+    assert "delayline_outbox_messages 1\n" in client.metrics().prometheus()
+
+
+def outbox(raw: redis.Redis) -> list[str]:
+    return [member.decode() for member in raw.zrange(keys.OUTBOX, 0, -1)]
 
 
 # -- status through every state -------------------------------------------------------------
@@ -193,6 +220,7 @@ def test_consume_creates_the_group_and_acks(
 def test_retry_later_reschedules_the_next_attempt(
     client: Client, redis_url: str, raw_redis: redis.Redis
 ) -> None:
+    raw_redis.hset(keys.CONFIG, "horizon_ms", 5_000)  # as a scheduler would publish it
     sink(redis_url, delivered(new_message_id(now_ms()), topic="calls", body=b"call-7"))
     delivery = next(client.consume("calls", "workers", block_ms=100))
     before = now_ms()
@@ -208,6 +236,7 @@ def test_retry_later_reschedules_the_next_attempt(
 def test_retry_later_with_an_explicit_delay_or_level(
     client: Client, redis_url: str, raw_redis: redis.Redis
 ) -> None:
+    raw_redis.hset(keys.CONFIG, "horizon_ms", 5_000)
     sink(
         redis_url,
         delivered(new_message_id(now_ms()), topic="calls"),
@@ -303,7 +332,7 @@ def test_follow_sees_only_new_entries(
 def test_async_client_has_the_same_surface(redis_url: str, raw_redis: redis.Redis) -> None:
     async def scenario() -> None:
         async with AsyncClient(redis_url) as sdk:
-            pending = await sdk.send("t", b"x", delay=60_000)
+            pending = await sdk.send("t", b"x", delay=120_000)
             assert (await sdk.status(pending)).state == "pending"
             assert await sdk.cancel(pending) is True
             assert (await sdk.status(pending)).state == "cancelled"
@@ -321,4 +350,4 @@ def test_async_client_has_the_same_surface(redis_url: str, raw_redis: redis.Redi
     asyncio.run(scenario())
     assert raw_redis.xpending("jobs", "g")["pending"] == 0
     assert len(inbound(raw_redis)) == 1 + 1  # send, cancel
-    assert raw_redis.zcard(keys.OUTBOX) == 2 + 1  # send_many and retry: due within NEAR_MS
+    assert raw_redis.zcard(keys.OUTBOX) == 2 + 1  # send_many and retry: within the horizon

@@ -25,8 +25,9 @@ class Wheel:
     """A processor under test plus helpers to feed it records by slot."""
 
     def __init__(self) -> None:
-        processor = WheelProcessor(LEAD_MS, RETENTION_MS, WHEEL)
-        self.tester = TwsTester(processor, timeMode="ProcessingTime")
+        self.wakeups: list[int] = []
+        self.processor = WheelProcessor(LEAD_MS, RETENTION_MS, WHEEL, self.wakeups.extend)
+        self.tester = TwsTester(self.processor, timeMode="ProcessingTime")
         self.clock_ms = T0
         self.tester.setProcessingTime(T0)
         self._entries = 0
@@ -91,6 +92,21 @@ def test_a_slot_fires_all_its_messages(wheel: Wheel) -> None:
         assert emitted_at[message.id] == message.deliver_at_ms - LEAD_MS
     assert wheel.stored(due_ms) == []
     assert wheel.advance_to(due_ms + 5_000) == []  # fired once, never again
+
+
+def test_every_timer_set_is_recorded_as_a_wakeup_when_the_partition_closes(
+    wheel: Wheel,
+) -> None:
+    soon, later = wheel.message(T0 + 10_000), wheel.message(T0 + 10_050)
+    wheel.feed(soon, later)
+    assert wheel.wakeups == []  # recorded once per partition, not per key
+    wheel.processor.close()
+    assert wheel.wakeups == [T0 + 10_000 - LEAD_MS]
+    wheel.advance_to(T0 + 10_000 - LEAD_MS)  # emits soon, keeps later: a timer for it
+    wheel.processor.close()
+    assert wheel.wakeups == [T0 + 10_000 - LEAD_MS, T0 + 10_050 - LEAD_MS]
+    wheel.processor.close()  # nothing new: nothing recorded
+    assert len(wheel.wakeups) == 2
 
 
 def test_output_rows_carry_the_whole_message(wheel: Wheel) -> None:

@@ -36,6 +36,21 @@ def test_pinned_settings_cannot_change_under_a_checkpoint(tmp_path: Path) -> Non
         pin_settings(SchedulerSettings(data_dir=tmp_path, tick_ms=200))
 
 
+def test_the_horizon_changes_only_when_no_batch_is_in_flight(tmp_path: Path) -> None:
+    pin_settings(SchedulerSettings(data_dir=tmp_path, fire_lead_ms=2_000))
+    offsets, commits = tmp_path / "checkpoint" / "offsets", tmp_path / "checkpoint" / "commits"
+    offsets.mkdir(parents=True)
+    commits.mkdir()
+    (offsets / "7").write_text("{}")
+    with pytest.raises(ConfigurationError, match=r"fire_lead_ms 2000 -> 60000.*recorded value"):
+        pin_settings(SchedulerSettings(data_dir=tmp_path))  # batch 7 would replay otherwise
+    (commits / "7").write_text("{}")
+    pin_settings(SchedulerSettings(data_dir=tmp_path))  # all committed: the change is safe
+    (offsets / "8").write_text("{}")
+    with pytest.raises(ConfigurationError, match=r"fire_lead_ms 60000 -> 2000"):
+        pin_settings(SchedulerSettings(data_dir=tmp_path, fire_lead_ms=2_000))
+
+
 def _try_lock(data_dir: Path, result: multiprocessing.Queue[str]) -> None:
     try:
         with data_dir_lock(data_dir):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -9,7 +11,7 @@ from delayline.scheduler import schemas
 from delayline.scheduler.processor import WheelProcessor
 from delayline.scheduler.settings import SchedulerSettings, pin_settings
 from delayline.scheduler.sink import DeliverySink
-from delayline.scheduler.source import InboundSource
+from delayline.scheduler.source import InboundSource, record_wakeups
 
 QUERY_NAME = "delayline"
 
@@ -33,7 +35,10 @@ def start_query(spark: SparkSession, settings: SchedulerSettings, run_token: str
     )
     due = inbound.groupBy("wheel_key").transformWithState(
         statefulProcessor=WheelProcessor(
-            settings.fire_lead_ms, settings.cancel_retention_ms, settings.wheel
+            settings.fire_lead_ms,
+            settings.cancel_retention_ms,
+            settings.wheel,
+            functools.partial(record_wakeups, settings.redis_url),
         ),
         outputStructType=schemas.OUTPUT,
         outputMode="Append",

@@ -13,6 +13,9 @@ A coarse key (see :class:`delayline.timing.Wheel`) fires ``cascade_lead_ms``
 before its slot and emits all its messages as cascades: the sink appends them
 to the inbound stream again, and they come back to fine keys.
 
+Each timer set is also recorded in Redis (see :mod:`delayline.scheduler.source`):
+no-data batches are off, and the source wakes a batch when a timer is due.
+
 Cancels are applied when their message is emitted. A cancel that arrives
 before its message still wins, and cancels are kept ``cancel_retention_ms``
 past their slot for messages that arrive late.
@@ -20,7 +23,7 @@ past their slot for messages that arrive late.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,14 +42,28 @@ from delayline.scheduler import packs, schemas
 class WheelProcessor(StatefulProcessor):
     """Holds packs per wheel key; emits what is due, drops what is cancelled."""
 
-    def __init__(self, fire_lead_ms: int, cancel_retention_ms: int, wheel: timing.Wheel) -> None:
+    def __init__(
+        self,
+        fire_lead_ms: int,
+        cancel_retention_ms: int,
+        wheel: timing.Wheel,
+        record_wakeups: Callable[[Iterable[int]], None],
+    ) -> None:
+        """``record_wakeups`` is given the timers set by a partition of a batch (epoch ms)."""
         self._fire_lead_ms = fire_lead_ms
         self._cancel_retention_ms = cancel_retention_ms
         self._wheel = wheel
+        self._record_wakeups = record_wakeups
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._entries = handle.getListState("entries", schemas.ENTRIES)
+        self._wakeups: set[int] = set()
+
+    def _arm(self, fire_at_ms: int) -> None:
+        """Set the key's timer (idempotent), and note when the source must wake for it."""
+        self._handle.registerTimer(fire_at_ms)
+        self._wakeups.add(fire_at_ms)
 
     def handleInputRows(
         self, key: tuple[Any, ...], rows: Iterator[Any], timerValues: TimerValues
@@ -61,7 +78,7 @@ class WheelProcessor(StatefulProcessor):
         if fire_at_ms > now_ms:
             # A future slot: store, and arm its timer (idempotent).
             self._entries.appendList([(incoming,)])
-            self._handle.registerTimer(fire_at_ms)
+            self._arm(fire_at_ms)
             return
         # The slot is firing already: deliver now rather than a batch later.
         yield from self._fire(slot_ms, coarse, now_ms, incoming)
@@ -89,12 +106,15 @@ class WheelProcessor(StatefulProcessor):
         elif not plan.keep and stored:
             self._entries.clear()
         if plan.next_fire_ms is not None:
-            self._handle.registerTimer(plan.next_fire_ms)
+            self._arm(plan.next_fire_ms)
         if plan.out:
             yield Row(pack=plan.out)
 
     def close(self) -> None:
-        pass
+        # Called once a partition of a batch is done: one Redis call for all its timers.
+        if self._wakeups:
+            self._record_wakeups(sorted(self._wakeups))
+            self._wakeups.clear()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,12 @@ Spark's wheel is coarse (a batch every few hundred ms); it emits each message
 ``fire_lead_ms`` early into the outbox, a Redis sorted set by due time. This
 thread moves each one to its topic when Redis's clock reaches it, with one Lua
 script call at a time (atomic: a message is delivered once, even with several
-pumps). The outbox holds only about rate times lead messages.
+pumps). The outbox holds about rate times the horizon messages.
+
+It does not poll. Within GUARD_MS of the next due entry it sleeps until then;
+otherwise it blocks on the outbox's bell, which every put of an entry due
+within BELL_WITHIN_MS rings, for at most MAX_NAP_S. An idle pump makes one call
+a second.
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from delayline.transports.redis_streams import RedisStreams
 
 #: Most messages one pump call moves.
 PUMP_BATCH = 1_000
-#: Longest sleep between calls (s): a new message may be due sooner than the next known one.
-MAX_IDLE_S = 0.005
+#: Longest nap on the bell (s). An entry due later than this (plus the guard) is
+#: seen at the next call anyway, so only entries due sooner ring (BELL_WITHIN_MS).
+MAX_NAP_S = 1.0
+#: Redis times a blocked call out on its 100 ms cron: within this much of the
+#: next due entry (ms), the pump sleeps here, precisely, instead.
+GUARD_MS = 200
 
 
 class Pump:
@@ -68,9 +77,16 @@ class Pump:
                 self.last_error = None
                 if result.moved >= PUMP_BATCH:
                     continue
-                wait_s = MAX_IDLE_S
-                if result.next_due_ms is not None:
-                    wait_s = min(MAX_IDLE_S, max(0.0, (result.next_due_ms - result.now_ms) / 1000))
-                self._stop.wait(wait_s)
+                gap_ms = None if result.next_due_ms is None else result.next_due_ms - result.now_ms
+                if gap_ms is not None and gap_ms <= GUARD_MS:
+                    self._stop.wait(max(gap_ms, 0) / 1000)
+                    continue
+                # Nothing due soon: block until an entry due soon rings, or the nap ends.
+                nap_s = MAX_NAP_S if gap_ms is None else min(MAX_NAP_S, (gap_ms - GUARD_MS) / 1000)
+                try:
+                    streams.wait_for_bell(nap_s)
+                except TransportError as exc:
+                    self.last_error = exc
+                    self._stop.wait(0.5)
         finally:
             streams.close()

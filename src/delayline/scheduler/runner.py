@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 import uuid
 from datetime import datetime
@@ -36,13 +35,15 @@ class Scheduler:
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
         self._pump = Pump(
-            settings.redis_url,
-            settings.journal_retention_ms // 1000,
-            prepare=functools.partial(
-                record_waiting_cancels, retention_ms=settings.journal_retention_ms
-            ),
+            settings.redis_url, settings.journal_retention_ms // 1000, prepare=self._prepare
         )
         self._last_reported_batch = -1
+
+    def _prepare(self, streams: RedisStreams) -> None:
+        """Before the pump's first delivery: tell producers the horizon, and let raw
+        cancels that wait in the inbound stream win over the outbox."""
+        streams.publish_horizon(self.settings.fire_lead_ms)
+        record_waiting_cancels(streams, self.settings.journal_retention_ms)
 
     def start(self) -> None:
         """Start the outbox pump, then Spark and the query.

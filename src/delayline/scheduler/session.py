@@ -87,7 +87,10 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
         .config("spark.sql.streaming.stateStore.providerClass", _ROCKSDB)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.stateStore.encodingFormat", "avro")
-        # Each no-data batch adds checkpoint files; keep the tail short.
+        # An idle query with timers would run a batch every trigger (SPARK-50180);
+        # the source wakes one when a timer is due instead (see source.py).
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        # Each batch adds checkpoint files; keep the tail short.
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         # The offset and commit logs and state changelogs go through FileContext:
         # raw local, without a .crc file beside each. RocksDB's snapshot upload

@@ -11,21 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from delayline.errors import ConfigurationError
-from delayline.timing import MAX_SHARDS, Wheel
+from delayline.timing import HORIZON_MS, MAX_SHARDS, Wheel
 from delayline.transports.redis_streams import DEFAULT_REDIS_URL
 from delayline.validation import Limits
 
-#: Settings that shape the state keys or a batch's output. Changing them under an
-#: existing checkpoint would misroute cancels or break replay, so they are pinned.
+#: Settings that shape the state keys. Changing them under an existing checkpoint
+#: would misroute cancels, so they are pinned for good.
 PINNED = (
     "tick_ms",
     "shards",
     "state_partitions",
-    "fire_lead_ms",
     "coarse_tick_ms",
     "coarse_after_ms",
     "cascade_lead_ms",
 )
+#: Settings that shape a batch's output but not the state: a replayed batch must
+#: write the rows its first attempt wrote, so they may change only while no batch
+#: is in flight (every batch in the offset log is committed).
+PINNED_WHILE_IN_FLIGHT = ("fire_lead_ms",)
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,10 @@ class SchedulerSettings:
     ``tick_ms`` is the width of a wheel slot; ``shards`` splits each slot over
     that many state keys; ``state_partitions`` is Spark's shuffle partition
     count; ``trigger_ms`` the micro-batch interval; ``fire_lead_ms`` how early a
-    slot's timer fires (the sink still holds each message until it is due).
+    slot's timer fires: the horizon, which producers also use to send near
+    messages straight to the outbox (the pump still holds each one until it is
+    due). With no input and no timer due, no batch runs for up to
+    ``idle_batch_ms``.
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -53,7 +59,11 @@ class SchedulerSettings:
     shards: int = 4
     state_partitions: int = 2
     trigger_ms: int = 500
-    fire_lead_ms: int = 2000
+    fire_lead_ms: int = HORIZON_MS
+    #: Longest time without a batch when idle: a safety net should a wakeup be lost.
+    #: At most the horizon, a lost wakeup fires its slot before its messages are due.
+    #: Each idle batch costs about a CPU-second on 2 cores.
+    idle_batch_ms: int = 60_000
     max_batch_rows: int = 50_000
     source_partitions: int = 2
     #: A cancel is kept this long after its slot is due, for a message that arrives late.
@@ -70,6 +80,7 @@ class SchedulerSettings:
             "trigger_ms",
             "max_batch_rows",
             "source_partitions",
+            "idle_batch_ms",
         )
         for name in positive:
             if getattr(self, name) < 1:
@@ -136,23 +147,49 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
 def pin_settings(settings: SchedulerSettings) -> None:
     """Record the pinned settings next to the checkpoint, or check them against the record.
 
-    Raises ConfigurationError naming each setting that differs from the one the
-    checkpoint was created with.
+    A setting of PINNED_WHILE_IN_FLIGHT may change when the checkpoint has no
+    batch in flight; the record then takes the new value. Raises
+    ConfigurationError naming each setting that differs from the recorded one
+    and may not change now.
     """
     path = settings.data_dir / "scheduler.json"
-    current = {name: getattr(settings, name) for name in PINNED}
-    if not path.exists():
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(current, indent=2) + "\n")
-        return
-    recorded = json.loads(path.read_text())
-    changed = [
-        f"{name} {recorded[name]} -> {current[name]}"
-        for name in PINNED
-        if name in recorded and recorded[name] != current[name]
+    names = (*PINNED, *PINNED_WHILE_IN_FLIGHT)
+    current = {name: getattr(settings, name) for name in names}
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    differs = [name for name in names if name in recorded and recorded[name] != current[name]]
+    refused = [
+        name
+        for name in differs
+        if name in PINNED or not checkpoint_settled(settings.checkpoint_location)
     ]
-    if changed:
+    if refused:
+        changed = ", ".join(f"{name} {recorded[name]} -> {current[name]}" for name in refused)
         raise ConfigurationError(
             f"the checkpoint in {settings.data_dir} was created with other settings "
-            f"({', '.join(changed)}); use the recorded values or a new --data-dir"
+            f"({changed}); use the recorded values or a new --data-dir"
+            + (
+                ""
+                if all(name in PINNED for name in refused)
+                else "; fire_lead_ms can change once the last batch is committed: "
+                "start once with the recorded value and stop with Ctrl-C"
+            )
         )
+    if differs or not path.exists() or set(recorded) != set(names):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(current, indent=2) + "\n")
+
+
+def checkpoint_settled(location: str) -> bool:
+    """True if every batch in the checkpoint's offset log is committed (or there is none).
+
+    Only a local checkpoint can be read here; any other counts as unsettled.
+    """
+    if "://" in location and not location.startswith("file:"):
+        return False
+    root = Path(location.removeprefix("file://").removeprefix("file:"))
+
+    def last_batch(log: str) -> int:
+        numbered = [int(p.name) for p in (root / log).glob("*") if p.name.isdigit()]
+        return max(numbered, default=-1)
+
+    return last_batch("offsets") <= last_batch("commits")

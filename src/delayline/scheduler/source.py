@@ -1,10 +1,15 @@
 """A replayable Spark source over the Redis inbound stream (Python Data Source API).
 
-Offsets are stream entry ids (``{"id": "<ms>-<seq>"}``): a batch is exactly the
-entries in ``(start, end]``, so ``XRANGE`` replays it after a crash. Admission
-control caps a batch at ``max_batch_rows`` (``ReadMaxRows``). Once Spark commits
-a batch, its range is trimmed from the stream, so Redis memory does not grow
-with the number of pending messages: they live in the scheduler's state.
+Offsets are stream entry ids (``{"id": "<ms>-<seq>", "run": token, "tick": ms}``):
+a batch is exactly the entries in ``(start, end]``, so ``XRANGE`` replays it
+after a crash. Admission control caps a batch at ``max_batch_rows``
+(``ReadMaxRows``). Once Spark commits a batch, its range is trimmed from the
+stream, so Redis memory does not grow with the number of pending messages: they
+live in the scheduler's state.
+
+The offset changes, and so a batch runs, only for new input, a new run, a state
+timer that is due (the processor records each timer it sets in Redis), or
+``idle_batch_ms`` without a batch: an idle scheduler costs next to nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from delayline.scheduler import packs, schemas
 from delayline.scheduler.records import CASCADE_FIELD, to_packed
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.task import current_batch_task
+from delayline.timing import now_ms
 from delayline.transports.redis_streams import RedisStreams
 
 SOURCE_ARROW = pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())])
@@ -66,6 +72,11 @@ def streams_for(url: str) -> RedisStreams:
     stop the query; a task that waits resumes where it was.
     """
     return RedisStreams.from_url(url, patience_ms=None)
+
+
+def record_wakeups(redis_url: str, times_ms: Iterable[int]) -> None:
+    """Record when state timers are due, for the source to wake a batch (see latestOffset)."""
+    streams_for(redis_url).add_wakeups(times_ms)
 
 
 def id_order(entry_id: str) -> tuple[int, int]:
@@ -113,6 +124,7 @@ class InboundReader(DataSourceStreamReader):
     def __init__(self, settings: SchedulerSettings, run_token: str) -> None:
         self._settings = settings
         self._run_token = run_token
+        self._trimmed_upto = START_ID
 
     def initialOffset(self) -> dict[str, str]:
         return {"id": START_ID}
@@ -131,13 +143,30 @@ class InboundReader(DataSourceStreamReader):
             last = streams.inbound_last_id()
         if last is None or id_order(last) <= id_order(start["id"]):
             last = start["id"]
-        # The run's token is part of the offset. Spark runs a batch only for new
-        # offsets, or when the previous batch *of this run* asks for another (as
-        # one with timers does); a run restarted after a kill between batches has
-        # no previous batch, so with nothing new to read it would run none, and
-        # fire no timer, until input came. A new token is a new offset: the first
-        # batch of every run happens, reads nothing new, and fires what is due.
-        return {"id": last, "run": self._run_token}
+        now = now_ms()
+        ticked_ms = int(start.get("tick", 0))
+        if (
+            last != start["id"]
+            # The run's token is part of the offset. Spark runs a batch only for new
+            # offsets; a run restarted after a kill between batches, with nothing new
+            # to read, would run none and fire no overdue timer until input came. A
+            # new token is a new offset: every run's first batch fires what is due.
+            or start.get("run") != self._run_token
+            # No-data batches are off (an idle query would run one every trigger):
+            # a timer fires only in a batch, so wake one when a timer is due...
+            or streams.due_wakeup(ticked_ms, now)
+            # ...or when none ran for a while, should a wakeup have been lost.
+            or now - ticked_ms >= self._settings.idle_batch_ms
+        ):
+            # Spark stamps the batch after this call: every timer due by now fires.
+            return {"id": last, "run": self._run_token, "tick": str(now)}
+        # Spark commits a source range only when it plans the next batch, and an idle
+        # query plans none; the batch that ended at ``start`` is committed by now.
+        if start["id"] != self._trimmed_upto:
+            streams.trim_inbound(start["id"])
+            self._trimmed_upto = start["id"]
+        streams.mark_settled(now)
+        return start
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InboundRange]:
         if start["id"] == end["id"]:
@@ -186,3 +215,4 @@ class InboundReader(DataSourceStreamReader):
     def commit(self, end: dict[str, str]) -> None:
         if end["id"] != START_ID:
             streams_for(self._settings.redis_url).trim_inbound(end["id"])
+            self._trimmed_upto = end["id"]

@@ -15,8 +15,17 @@ LATENESS = "delayline:lateness"
 OUTBOX = "delayline:outbox"
 #: ...and their contents (hash: id -> packed message), until the pump delivers them.
 OUTBOX_DATA = "delayline:outbox:data"
-#: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms.
+#: Rings the pump's bell (a list of at most one element) when an entry due soon
+#: enters the outbox, so that an idle pump can block instead of polling.
+OUTBOX_BELL = "delayline:outbox:bell"
+#: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms,
+#: updated_at_ms, and settled_at_ms (when the source last found nothing to do).
 HEARTBEAT = "delayline:heartbeat"
+#: What the running scheduler tells producers (hash): ``horizon_ms``.
+CONFIG = "delayline:config"
+#: When the scheduler's state has a timer due (sorted set of epoch ms, scored alike):
+#: the source runs a batch only for new input or a due timer, never idle.
+WAKEUPS = "delayline:wakeups"
 #: Batch duration histogram (hash): upper bound in ms ("+Inf" last) -> count.
 BATCH_DURATION = "delayline:batch_duration"
 

@@ -33,27 +33,72 @@ if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[2], 'cancels', ARGV[3])
 return 1
 """
 
+#: An entry due within this many ms of being put rings the pump's bell (see pump.py).
+BELL_WITHIN_MS = 1_500
+
+# The outbox's one encoding, written and read only through these two functions.
+# Format 1 packs {1, topic, body, key, headers, deliver_at_ms, attempt, journal
+# key, cancel-requests key}; an entry without the leading format number predates it.
+# ``box`` is {outbox, outbox data, bell}: the keys, as the script was given them.
+_OUTBOX = (
+    """
+local function outbox_put(box, now_ms, id, topic, body, key, headers, due, attempt, journal,
+    cancels)
+  local packed = cmsgpack.pack(1, topic, body, key, headers, due, attempt, journal, cancels)
+  if redis.call('HSETNX', box[2], id, packed) == 0 then return false end
+  redis.call('ZADD', box[1], due, id)
+  if tonumber(due) - now_ms < """
+    + str(BELL_WITHIN_MS)
+    + """ then
+    redis.call('LPUSH', box[3], 1)
+    redis.call('LTRIM', box[3], 0, 0)
+  end
+  return true
+end
+local function outbox_get(outbox_data, id)
+  local data = redis.call('HGET', outbox_data, id)
+  if not data then return nil end
+  local fields = {cmsgpack.unpack(data)}
+  if type(fields[1]) == 'number' then
+    if fields[1] ~= 1 then
+      error({err = 'DELAYLINE_OUTBOX entry ' .. id .. ' has format ' .. fields[1]
+        .. ', newer than this delayline reads'})
+    end
+    table.remove(fields, 1)
+  end
+  return fields
+end
+"""
+)
+
 #: Schedule one message that is due soon: straight into the outbox, or, if Redis's
-#: clock says it is not due within ARGV[1] ms after all, onto the inbound stream.
-#: KEYS: outbox, outbox data, inbound, stats.
-#: ARGV: near_ms, id, topic, body, key, headers, deliver_at_ms, attempt, journal_key,
-#:   cancel_key, then the inbound record's fields and values.
-#: Returns 1 if the message went to the outbox, 0 if to the inbound stream.
-SEND_NEAR = """
+#: clock says it is not due within the scheduler's horizon after all, onto the
+#: inbound stream. The running scheduler publishes its horizon in the config hash;
+#: ARGV[1] stands in while none has.
+#: KEYS: outbox, outbox data, outbox bell, inbound, stats, config.
+#: ARGV: default horizon_ms, id, topic, body, key, headers, deliver_at_ms, attempt,
+#:   journal_key, cancel_key, then the inbound record's fields and values.
+#: Returns 1 if the message went to the outbox (or already waits there: an SDK
+#: retry), 0 if to the inbound stream.
+SEND_NEAR = (
+    _OUTBOX
+    + """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if tonumber(ARGV[7]) - now_ms > tonumber(ARGV[1]) then
+local horizon_ms = tonumber(redis.call('HGET', KEYS[6], 'horizon_ms') or ARGV[1])
+if tonumber(ARGV[7]) - now_ms > horizon_ms then
   local record = {}
   for i = 11, #ARGV do record[#record + 1] = ARGV[i] end
-  redis.call('XADD', KEYS[3], '*', unpack(record))
+  redis.call('XADD', KEYS[4], '*', unpack(record))
   return 0
 end
-redis.call('ZADD', KEYS[1], ARGV[7], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[2], cmsgpack.pack(ARGV[3], ARGV[4], ARGV[5], ARGV[6],
-  ARGV[7], ARGV[8], ARGV[9], ARGV[10]))
-redis.call('HINCRBY', KEYS[4], 'accepted', 1)
+if outbox_put({KEYS[1], KEYS[2], KEYS[3]}, now_ms, ARGV[2], ARGV[3], ARGV[4], ARGV[5],
+    ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]) then
+  redis.call('HINCRBY', KEYS[5], 'accepted', 1)
+end
 return 1
 """
+)
 SEND_NEAR_SHA = hashlib.sha1(SEND_NEAR.encode()).hexdigest()
 
 # keys.rejected(due) is this prefix and the due minute; a failed delivery is recorded there.
@@ -62,7 +107,8 @@ _REJECTED_PREFIX = keys.rejected(0).removesuffix("0")
 # Shared by WRITE_CHUNK and PUMP: the clock, the journal, delivery, rejects, and counters.
 # Expects journal_ttl and rejects_key to be set before use.
 _DELIVERY = (
-    """
+    _OUTBOX
+    + """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = string.format('%d', now_ms)
@@ -127,9 +173,9 @@ end
 -- SDK recorded a cancel for it; the caller removes it from the outbox. False if
 -- none waits.
 local function deliver_waiting(outbox_data, id)
-  local data = redis.call('HGET', outbox_data, id)
-  if not data then return false end
-  local topic, body, key, headers, due, attempt, journal, cancels = cmsgpack.unpack(data)
+  local fields = outbox_get(outbox_data, id)
+  if not fields then return false end
+  local topic, body, key, headers, due, attempt, journal, cancels = unpack(fields)
   if redis.call('HEXISTS', cancels, id) == 1 then
     journal_put(journal, id, 'cancelled')
     counts.dropped = counts.dropped + 1
@@ -152,7 +198,7 @@ end
 
 #: Write one chunk of a sink partition and advance its marker, atomically.
 #:
-#: KEYS: marker, stats, lateness, rejects, outbox, outbox data, inbound.
+#: KEYS: marker, stats, lateness, rejects, outbox, outbox data, inbound, outbox bell.
 #: ARGV: batch, first, count, marker ttl s, journal ttl s, then ``count`` rows,
 #: each starting with a kind:
 #:   'd' topic id body key headers deliver_at_ms attempt journal_key cancel_key   (deliver)
@@ -198,10 +244,8 @@ for _ = 1, count do
     local id, due = ARGV[i + 2], ARGV[i + 6]
     -- A message whose id already waits in the outbox is a duplicate: the first one wins.
     if tonumber(due) > now_ms then
-      if redis.call('HSETNX', KEYS[6], id, cmsgpack.pack(ARGV[i + 1], ARGV[i + 3],
-          ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])) == 1 then
-        redis.call('ZADD', KEYS[5], due, id)
-      else
+      if not outbox_put({KEYS[5], KEYS[6], KEYS[8]}, now_ms, id, ARGV[i + 1], ARGV[i + 3],
+          ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]) then
         counts.duplicates = counts.duplicates + 1
       end
     elseif deliver_waiting(KEYS[6], id) then

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
@@ -329,6 +329,45 @@ class RedisStreams:
 
         self._call("record cancel requests", record)
 
+    def due_wakeup(self, after_ms: int, upto_ms: int) -> bool:
+        """True if a state timer is due in ``(after_ms, upto_ms]``.
+
+        It forgets those up to ``after_ms``: a batch started after ``after_ms``
+        fired every timer due by then.
+        """
+
+        def check() -> list[Any]:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zremrangebyscore(keys.WAKEUPS, "-inf", after_ms)
+            pipe.zrangebyscore(keys.WAKEUPS, f"({after_ms}", upto_ms, start=0, num=1)
+            return list(pipe.execute())
+
+        return bool(self._call("read the scheduler's wakeups", check)[1])
+
+    def add_wakeups(self, times_ms: Iterable[int]) -> None:
+        """Record when state timers will be due (epoch ms), so the source wakes for them."""
+        mapping = {str(at_ms): at_ms for at_ms in times_ms}
+        if mapping:
+            self._call(
+                "record the scheduler's wakeups", lambda: self._redis.zadd(keys.WAKEUPS, mapping)
+            )
+
+    def mark_settled(self, at_ms: int) -> None:
+        """Record that the scheduler had nothing to do at ``at_ms``: no input, no timer due."""
+        self._call(
+            "record the heartbeat",
+            lambda: self._redis.hset(
+                keys.HEARTBEAT, mapping={"settled_at_ms": at_ms, "updated_at_ms": now_ms()}
+            ),
+        )
+
+    def publish_horizon(self, horizon_ms: int) -> None:
+        """Tell producers the scheduler's horizon: sends due within it go to the outbox."""
+        self._call(
+            "publish the horizon",
+            lambda: self._redis.hset(keys.CONFIG, "horizon_ms", horizon_ms),
+        )
+
     def count_ingest(
         self, query_id: str, partition: int, batch_id: int, accepted: int, cancels: int
     ) -> None:
@@ -444,6 +483,7 @@ class RedisStreams:
             keys.OUTBOX,
             keys.OUTBOX_DATA,
             keys.INBOUND,
+            keys.OUTBOX_BELL,
         ]
         # Safe to retry: the marker makes a chunk that did land write nothing again.
         counts = self._call(
@@ -462,6 +502,14 @@ class RedisStreams:
         )
         next_due_ms = int(float(next_due))
         return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms)
+
+    def wait_for_bell(self, timeout_s: float) -> None:
+        """Block until an entry due soon enters the outbox, or ``timeout_s`` passes.
+
+        Redis times a blocked call out on its own cron (every 100 ms by default),
+        so it may return that much later than asked.
+        """
+        self._call("wait for the outbox", lambda: self._redis.blpop([keys.OUTBOX_BELL], timeout_s))
 
     # -- observation -------------------------------------------------------------------------
 
