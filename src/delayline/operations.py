@@ -361,8 +361,7 @@ def _schedule(messages: list[Message]) -> list[Command]:
 
 
 def _send_near(message: Message) -> Command:
-    # The script reads key and headers as the record encodes them: one encoding.
-    record = message.to_record()
+    # The script reads the message from its inbound record: one encoding, sent once.
     return (
         "EVALSHA",
         redis_scripts.SEND_NEAR_SHA,
@@ -374,16 +373,7 @@ def _send_near(message: Message) -> Command:
         keys.STATS,
         keys.CONFIG,
         HORIZON_MS,
-        message.id,
-        message.topic,
-        message.body,
-        record.get(b"key", b""),
-        record.get(b"headers", b"{}"),
-        message.deliver_at_ms,
-        message.attempt,
-        keys.journal(message.deliver_at_ms),
-        keys.cancel_requests(message.deliver_at_ms),
-        *(part for pair in record.items() for part in pair),
+        *(part for pair in message.to_record().items() for part in pair),
     )
 
 

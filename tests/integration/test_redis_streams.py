@@ -11,6 +11,8 @@ import redis
 from delayline.errors import ConnectError, TransportError
 from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
+from delayline.scheduler.chunks import write_once
+from delayline.scheduler.task import BatchTask
 from delayline.timing import now_ms
 from delayline.transports import keys
 from delayline.transports.redis_streams import (
@@ -120,6 +122,30 @@ def test_a_message_not_yet_due_waits_in_the_outbox_for_the_pump(
     assert raw_redis.zcard(keys.OUTBOX) == 0
     assert raw_redis.hlen(keys.OUTBOX_DATA) == 0
     assert stats(raw_redis)["delivered"] == 1
+
+
+def test_the_sources_hand_off_is_exactly_once_across_a_replay(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    soon_ms, later_ms = now_ms() + 500, now_ms() + 30_000
+    soon = deliver(new_message_id(soon_ms), due_ms=soon_ms)
+    later = deliver(new_message_id(later_ms), due_ms=later_ms)
+    again = soon._replace(body=b"a second send with the same id")
+    task = BatchTask(query_id="q", batch_id=3, partition=1)
+    [first] = write_once(streams, task, "handoff", [soon, later, again], journal_ttl_s=3600)
+    assert (first.written, first.duplicates) == (3, 1)
+    assert raw_redis.lrange(keys.OUTBOX_BELL, 0, -1) == [b"1"]  # one ring for the pump
+    assert write_once(streams, task, "handoff", [soon, later, again], journal_ttl_s=3600) == []
+    assert streams.sink_progress("q", 1, 3) == 0  # the sink's marker is its own
+    deadline = time.monotonic() + 10
+    while streams.pump(100, 3600).moved == 0:
+        assert time.monotonic() < deadline, "the pump never delivered"
+        time.sleep(0.01)
+    [(_, fields)] = raw_redis.xrange("orders")
+    assert (fields[b"id"], fields[b"body"]) == (soon.id.encode(), soon.body)  # the first wins
+    assert int(fields[b"delivered_at_ms"]) >= soon_ms
+    assert raw_redis.zrange(keys.OUTBOX, 0, -1) == [later.id.encode()]
+    assert (stats(raw_redis)["delivered"], stats(raw_redis)["duplicates"]) == (1, 1)
 
 
 def test_a_cascade_goes_back_to_the_inbound_stream_as_a_marked_send(

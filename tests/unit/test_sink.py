@@ -8,7 +8,8 @@ import pyarrow as pa
 
 from delayline.ids import new_message_id
 from delayline.scheduler import packs
-from delayline.scheduler.sink import MAX_CHUNK_BYTES, ordered_rows, row_bytes, write_in_chunks
+from delayline.scheduler.chunks import MAX_CHUNK_BYTES, row_bytes, write_in_chunks
+from delayline.scheduler.sink import ordered_rows
 from delayline.transports.redis_streams import ChunkResult, Deliver, Drop, Reject, SinkRow
 
 

@@ -138,6 +138,12 @@ def scan(data: bytes) -> Iterator[Scanned]:
         offset = record_end
 
 
+def deliver_at_ms_of(data: bytes) -> int:
+    """The ``deliver_at_ms`` of a pack's first record, decoding nothing else."""
+    deliver_at_ms: int = _HEADER.unpack_from(data)[1]
+    return deliver_at_ms
+
+
 def unpack(data: bytes) -> Iterator[Record]:
     """The records of a pack, fully decoded."""
     offset, end = 0, len(data)

@@ -16,7 +16,7 @@ waits, so a batch is never longer than its work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -28,26 +28,17 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from delayline.scheduler import packs, schemas
+from delayline.scheduler.chunks import write_once
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import id_order, streams_for
+from delayline.scheduler.source import as_deliver, id_order, streams_for
 from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
 from delayline.transports.redis_streams import (
     Cascade,
-    ChunkResult,
-    Deliver,
     Drop,
     Reject,
     SinkRow,
 )
-
-#: Rows per Lua call: enough to amortize the round trip, few enough not to
-#: block Redis for long.
-MAX_CHUNK_ROWS = 500
-#: Payload bytes per Lua call (64 MiB), past which a chunk ends early (it keeps at
-#: least one row). 500 rejects of 4 MiB would pass Redis's 1 GiB limit on a
-#: client's query buffer, and Redis would drop the connection on every retry.
-MAX_CHUNK_BYTES = 64 * 1024 * 1024
 
 
 def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list[SinkRow]:
@@ -67,18 +58,10 @@ def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list
 
 
 def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
-    if record.kind in (packs.DELIVER, packs.CASCADE):
-        row = Deliver if record.kind == packs.DELIVER else Cascade
-        message = row(
-            topic=record.topic,
-            id=record.id,
-            body=record.body,
-            key=record.key,
-            headers=record.headers or "{}",
-            deliver_at_ms=record.deliver_at_ms,
-            attempt=record.attempt,
-        )
-        return record.deliver_at_ms, message
+    if record.kind == packs.DELIVER:
+        return record.deliver_at_ms, as_deliver(record)
+    if record.kind == packs.CASCADE:
+        return record.deliver_at_ms, Cascade(*as_deliver(record))
     if record.kind == packs.DROP:
         return 0, Drop(id=record.id, deliver_at_ms=record.deliver_at_ms)
     # The source kept the original fields under names that cannot clash with these.
@@ -89,50 +72,6 @@ def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
         (b"inbound_id", record.inbound_id.encode()),
     ]
     return 0, Reject(fields, record.reason, record.id or None)
-
-
-ChunkWriter = Callable[[int, Sequence[SinkRow]], ChunkResult]
-
-
-def row_bytes(row: SinkRow) -> int:
-    """About how many bytes ``row`` adds to a chunk's script arguments."""
-    if isinstance(row, Drop):
-        return len(row.id)
-    if isinstance(row, Reject):
-        return sum(len(name) + len(value) for name, value in row.fields)
-    return len(row.topic) + len(row.body) + len(row.key) + len(row.headers)
-
-
-def write_in_chunks(
-    rows: Sequence[SinkRow],
-    first_row: int,
-    write_chunk: ChunkWriter,
-    *,
-    max_chunk_rows: int = MAX_CHUNK_ROWS,
-    max_chunk_bytes: int = MAX_CHUNK_BYTES,
-) -> list[ChunkResult]:
-    """Write ``rows[first_row:]`` in order, at most ``max_chunk_rows`` at a time.
-
-    A chunk also ends before the row that would take it past ``max_chunk_bytes``
-    (see :func:`row_bytes`), but always holds at least one row. Chunks need not
-    match between attempts, since the marker counts rows. ``write_chunk(first,
-    rows)`` must write atomically and report where the partition's marker stands
-    after it; writing goes on from there.
-    """
-    results = []
-    index = first_row
-    while index < len(rows):
-        end = index + 1
-        size = row_bytes(rows[index])
-        while end < min(len(rows), index + max_chunk_rows):
-            size += row_bytes(rows[end])
-            if size > max_chunk_bytes:
-                break
-            end += 1
-        result = write_chunk(index, rows[index:end])
-        results.append(result)
-        index = result.written
-    return results
 
 
 @dataclass(frozen=True)
@@ -169,22 +108,13 @@ class DeliveryWriter(DataSourceStreamArrowWriter):
         rows = ordered_rows(iterator, rejected_at_ms=now_ms())
         if not rows:
             return DeliveryCommit(delivered=0, duplicates=0, dropped=0, rejected=0)
-        task = current_batch_task()
-        streams = streams_for(self._settings.redis_url)
-        journal_ttl_s = self._settings.journal_retention_ms // 1000
-
-        def write_chunk(first: int, chunk: Sequence[SinkRow]) -> ChunkResult:
-            return streams.write_chunk(
-                query_id=task.query_id,
-                partition=task.partition,
-                batch_id=task.batch_id,
-                first_row=first,
-                rows=chunk,
-                journal_ttl_s=journal_ttl_s,
-            )
-
-        done = streams.sink_progress(task.query_id, task.partition, task.batch_id)
-        results = write_in_chunks(rows, done, write_chunk)
+        results = write_once(
+            streams_for(self._settings.redis_url),
+            current_batch_task(),
+            "sink",
+            rows,
+            journal_ttl_s=self._settings.journal_retention_ms // 1000,
+        )
         return DeliveryCommit(
             delivered=sum(r.delivered for r in results),
             duplicates=sum(r.duplicates for r in results),

@@ -26,11 +26,12 @@ from pyspark.sql.types import StructType
 
 from delayline import ids
 from delayline.scheduler import packs, schemas
+from delayline.scheduler.chunks import write_once
 from delayline.scheduler.records import CASCADE_FIELD, to_packed
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
-from delayline.transports.redis_streams import RedisStreams
+from delayline.transports.redis_streams import Deliver, RedisStreams
 
 SOURCE_ARROW = pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())])
 
@@ -79,10 +80,73 @@ def record_wakeups(redis_url: str, times_ms: Iterable[int]) -> None:
     streams_for(redis_url).add_wakeups(times_ms)
 
 
+def as_deliver(record: packs.Record) -> Deliver:
+    """A message record as the outbox and the sink take it."""
+    return Deliver(
+        topic=record.topic,
+        id=record.id,
+        body=record.body,
+        key=record.key,
+        headers=record.headers or "{}",
+        deliver_at_ms=record.deliver_at_ms,
+        attempt=record.attempt,
+    )
+
+
 def id_order(entry_id: str) -> tuple[int, int]:
     """A stream entry id as a sortable (ms, seq) pair."""
     ms, seq = entry_id.split("-")
     return int(ms), int(seq)
+
+
+@dataclass(frozen=True)
+class SortedInbound:
+    """A range of inbound records, sorted for the wheel, the outbox and the counters."""
+
+    #: One pack per wheel key, in order of first appearance: a replay builds the same.
+    packs: dict[int, bytes]
+    #: Sends due within the horizon of when Redis received them: for the outbox.
+    near: list[Deliver]
+    #: (id, deliver_at_ms) of each cancel, for the pump's cancel requests.
+    cancels: list[tuple[str, int]]
+    #: Sends accepted from producers (not cascades handed down again).
+    accepted: int
+
+
+def sort_inbound(
+    entries: Iterable[tuple[str, Mapping[bytes, bytes]]], settings: SchedulerSettings
+) -> SortedInbound:
+    """Validate and place each (entry id, fields) of the inbound stream.
+
+    A send due within the horizon (``fire_lead_ms``) of its entry id's time
+    goes to the outbox, as the SDK's near path would have put it, rather than a
+    whole batch later. It is judged by the entry id, not the clock, so that a
+    replay sorts the same range the same way.
+    """
+    grouped: dict[int, list[bytes]] = {}
+    near: list[Deliver] = []
+    cancels: list[tuple[str, int]] = []
+    accepted = 0
+    for entry_id, fields in entries:
+        placed = to_packed(
+            entry_id, fields, limits=settings.limits, wheel=settings.wheel, shards=settings.shards
+        )
+        # The kind is the record's first byte; only a cancel or a near send is decoded.
+        kind = placed[0][1][0]
+        accepted += kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
+        if kind == packs.CANCEL:
+            cancel = next(packs.scan(placed[0][1]))
+            cancels.append((cancel.id, cancel.deliver_at_ms))
+        elif kind == packs.SEND:
+            [(_, data)] = placed
+            if packs.deliver_at_ms_of(data) - id_order(entry_id)[0] <= settings.fire_lead_ms:
+                near.append(as_deliver(next(packs.unpack(data))))
+                continue
+        for key, record in placed:
+            grouped.setdefault(key, []).append(record)
+    return SortedInbound(
+        {key: b"".join(parts) for key, parts in grouped.items()}, near, cancels, accepted
+    )
 
 
 @dataclass(frozen=True)
@@ -177,38 +241,27 @@ class InboundReader(DataSourceStreamReader):
         assert isinstance(partition, InboundRange)
         settings = self._settings
         streams = streams_for(settings.redis_url)
-        # One pack per wheel key, in order of first appearance: a replay builds
-        # the same packs from the same range.
-        grouped: dict[int, list[bytes]] = {}
-        accepted = 0
-        cancels: list[tuple[str, int]] = []
-        for entry_id, fields in streams.read_inbound(partition.after_id, partition.upto_id):
-            placed = to_packed(
-                entry_id,
-                fields,
-                limits=settings.limits,
-                wheel=settings.wheel,
-                shards=settings.shards,
-            )
-            for key, record in placed:
-                grouped.setdefault(key, []).append(record)
-            # The kind is the record's first byte; only a cancel needs its id decoded.
-            kind = placed[0][1][0]
-            accepted += kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
-            if kind == packs.CANCEL:
-                cancel = next(packs.scan(placed[0][1]))
-                cancels.append((cancel.id, cancel.deliver_at_ms))
+        batch = sort_inbound(streams.read_inbound(partition.after_id, partition.upto_id), settings)
         task = current_batch_task()
         # A raw cancel must also stop a message that already left Spark's state for
         # the outbox: the pump drops a message with a cancel request, as for the SDK's.
-        streams.record_cancel_requests(cancels, settings.journal_retention_ms)
-        streams.count_ingest(task.query_id, task.partition, task.batch_id, accepted, len(cancels))
-        if grouped:
+        # Recorded first, so that it also stops a message handed off just below.
+        streams.record_cancel_requests(batch.cancels, settings.journal_retention_ms)
+        # As the sink writes: due ones to their topic, the rest to the outbox, a
+        # duplicate id counted once, and a replay resuming after what landed.
+        write_once(
+            streams,
+            task,
+            "handoff",
+            batch.near,
+            journal_ttl_s=settings.journal_retention_ms // 1000,
+        )
+        streams.count_ingest(
+            task.query_id, task.partition, task.batch_id, batch.accepted, len(batch.cancels)
+        )
+        if batch.packs:
             yield pa.RecordBatch.from_pydict(
-                {
-                    "wheel_key": list(grouped),
-                    "pack": [b"".join(parts) for parts in grouped.values()],
-                },
+                {"wheel_key": list(batch.packs), "pack": list(batch.packs.values())},
                 schema=SOURCE_ARROW,
             )
 

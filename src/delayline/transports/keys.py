@@ -58,9 +58,12 @@ def pause(run_token: str) -> str:
     return f"delayline:pause:{run_token}"
 
 
-def sink_marker(query_id: str, partition: int) -> str:
-    """Hash (batch, written) recording how far the sink got in a query's partition."""
-    return f"delayline:sink:{query_id}:{partition}"
+def sink_marker(query_id: str, partition: int, stage: str = "sink") -> str:
+    """Hash (batch, written) recording how far a stage got in a query's partition.
+
+    The stages are the sink, and the source's hand-off of near sends ("handoff").
+    """
+    return f"delayline:{stage}:{query_id}:{partition}"
 
 
 def ingest_marker(query_id: str, partition: int) -> str:

@@ -71,13 +71,17 @@ end
 """
 )
 
+# A status hash's name is its prefix and the due minute (keys.journal and friends).
+_JOURNAL_PREFIX = keys.journal(0).removesuffix("0")
+_CANCELS_PREFIX = keys.cancel_requests(0).removesuffix("0")
+
 #: Schedule one message that is due soon: straight into the outbox, or, if Redis's
 #: clock says it is not due within the scheduler's horizon after all, onto the
 #: inbound stream. The running scheduler publishes its horizon in the config hash;
-#: ARGV[1] stands in while none has.
+#: ARGV[1] stands in while none has. The message comes as its inbound record (the
+#: one encoding the SDK writes), so it is sent once, not twice.
 #: KEYS: outbox, outbox data, outbox bell, inbound, stats, config.
-#: ARGV: default horizon_ms, id, topic, body, key, headers, deliver_at_ms, attempt,
-#:   journal_key, cancel_key, then the inbound record's fields and values.
+#: ARGV: default horizon_ms, then the inbound record's fields and values.
 #: Returns 1 if the message went to the outbox (or already waits there: an SDK
 #: retry), 0 if to the inbound stream.
 SEND_NEAR = (
@@ -86,14 +90,22 @@ SEND_NEAR = (
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local horizon_ms = tonumber(redis.call('HGET', KEYS[6], 'horizon_ms') or ARGV[1])
-if tonumber(ARGV[7]) - now_ms > horizon_ms then
-  local record = {}
-  for i = 11, #ARGV do record[#record + 1] = ARGV[i] end
-  redis.call('XADD', KEYS[4], '*', unpack(record))
+local f = {}
+for i = 2, #ARGV, 2 do f[ARGV[i]] = ARGV[i + 1] end
+local due = f['deliver_at_ms']
+if tonumber(due) - now_ms > horizon_ms then
+  redis.call('XADD', KEYS[4], '*', unpack(ARGV, 2))
   return 0
 end
-if outbox_put({KEYS[1], KEYS[2], KEYS[3]}, now_ms, ARGV[2], ARGV[3], ARGV[4], ARGV[5],
-    ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]) then
+local minute = string.format('%d', math.floor(tonumber(due) / """
+    + str(keys.JOURNAL_BUCKET_MS)
+    + """))
+if outbox_put({KEYS[1], KEYS[2], KEYS[3]}, now_ms, f['id'], f['topic'], f['body'],
+    f['key'] or '', f['headers'] or '{}', due, f['attempt'] or '1', '"""
+    + _JOURNAL_PREFIX
+    + """' .. minute, '"""
+    + _CANCELS_PREFIX
+    + """' .. minute) then
   redis.call('HINCRBY', KEYS[5], 'accepted', 1)
 end
 return 1

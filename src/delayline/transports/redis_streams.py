@@ -193,6 +193,21 @@ class PumpResult:
     next_due_ms: int | None
 
 
+def _outbox_args(row: Deliver) -> list[Any]:
+    """A message as the outbox scripts take it (see ``outbox_put`` in redis_scripts)."""
+    return [
+        row.topic,
+        row.id,
+        row.body,
+        row.key,
+        row.headers,
+        row.deliver_at_ms,
+        row.attempt,
+        keys.journal(row.deliver_at_ms),
+        keys.cancel_requests(row.deliver_at_ms),
+    ]
+
+
 class RedisStreams:
     """Redis Streams operations of delayline, over one connection pool."""
 
@@ -404,14 +419,16 @@ class RedisStreams:
 
     # -- scheduler sink ----------------------------------------------------------------------
 
-    def sink_progress(self, query_id: str, partition: int, batch_id: int) -> int:
-        """How many rows of this batch's partition were already written (0 if none)."""
+    def sink_progress(
+        self, query_id: str, partition: int, batch_id: int, *, stage: str = "sink"
+    ) -> int:
+        """How many rows of this batch's partition ``stage`` already wrote (0 if none)."""
         batch, written = cast(
             list[bytes | None],
             self._call(
                 "read the sink marker",
                 lambda: self._redis.hmget(
-                    keys.sink_marker(query_id, partition), ["batch", "written"]
+                    keys.sink_marker(query_id, partition, stage), ["batch", "written"]
                 ),
             ),
         )
@@ -428,6 +445,7 @@ class RedisStreams:
         first_row: int,
         rows: Sequence[SinkRow],
         journal_ttl_s: int,
+        stage: str = "sink",
     ) -> ChunkResult:
         """Write rows ``[first_row, first_row + len(rows))`` of a sink partition atomically.
 
@@ -441,18 +459,7 @@ class RedisStreams:
         args: list[Any] = [batch_id, first_row, len(rows), MARKER_TTL_S, journal_ttl_s]
         for row in rows:
             if isinstance(row, Deliver):
-                args += [
-                    "d",
-                    row.topic,
-                    row.id,
-                    row.body,
-                    row.key,
-                    row.headers,
-                    row.deliver_at_ms,
-                    row.attempt,
-                    keys.journal(row.deliver_at_ms),
-                    keys.cancel_requests(row.deliver_at_ms),
-                ]
+                args += ["d", *_outbox_args(row)]
             elif isinstance(row, Cascade):
                 args += [
                     "c",
@@ -476,7 +483,7 @@ class RedisStreams:
                 for name, value in row.fields:
                     args += [name, value]
         chunk_keys = [
-            keys.sink_marker(query_id, partition),
+            keys.sink_marker(query_id, partition, stage),
             keys.STATS,
             keys.LATENESS,
             keys.REJECTS,

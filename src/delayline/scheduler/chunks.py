@@ -1,0 +1,96 @@
+"""Resumable, exactly-once writes of a task's rows to Redis, a chunk at a time.
+
+A stage (the sink, or the source's hand-off to the outbox) writes the rows of
+one (query, partition, batch) in a fixed order. Every chunk is written together
+with a marker of how many rows are done, in one Lua script, so a retried or
+replayed task resumes exactly after the last chunk that landed. See
+docs/design.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from delayline.scheduler.task import BatchTask
+from delayline.transports.redis_streams import ChunkResult, Drop, RedisStreams, Reject, SinkRow
+
+#: Rows per Lua call: enough to amortize the round trip, few enough not to
+#: block Redis for long.
+MAX_CHUNK_ROWS = 500
+#: Payload bytes per Lua call (64 MiB), past which a chunk ends early (it keeps at
+#: least one row). 500 rejects of 4 MiB would pass Redis's 1 GiB limit on a
+#: client's query buffer, and Redis would drop the connection on every retry.
+MAX_CHUNK_BYTES = 64 * 1024 * 1024
+
+ChunkWriter = Callable[[int, Sequence[SinkRow]], ChunkResult]
+
+
+def row_bytes(row: SinkRow) -> int:
+    """About how many bytes ``row`` adds to a chunk's script arguments."""
+    if isinstance(row, Drop):
+        return len(row.id)
+    if isinstance(row, Reject):
+        return sum(len(name) + len(value) for name, value in row.fields)
+    return len(row.topic) + len(row.body) + len(row.key) + len(row.headers)
+
+
+def write_in_chunks(
+    rows: Sequence[SinkRow],
+    first_row: int,
+    write_chunk: ChunkWriter,
+    *,
+    max_chunk_rows: int = MAX_CHUNK_ROWS,
+    max_chunk_bytes: int = MAX_CHUNK_BYTES,
+) -> list[ChunkResult]:
+    """Write ``rows[first_row:]`` in order, at most ``max_chunk_rows`` at a time.
+
+    A chunk also ends before the row that would take it past ``max_chunk_bytes``
+    (see :func:`row_bytes`), but always holds at least one row. Chunks need not
+    match between attempts, since the marker counts rows. ``write_chunk(first,
+    rows)`` must write atomically and report where the partition's marker stands
+    after it; writing goes on from there.
+    """
+    results = []
+    index = first_row
+    while index < len(rows):
+        end = index + 1
+        size = row_bytes(rows[index])
+        while end < min(len(rows), index + max_chunk_rows):
+            size += row_bytes(rows[end])
+            if size > max_chunk_bytes:
+                break
+            end += 1
+        result = write_chunk(index, rows[index:end])
+        results.append(result)
+        index = result.written
+    return results
+
+
+def write_once(
+    streams: RedisStreams,
+    task: BatchTask,
+    stage: str,
+    rows: Sequence[SinkRow],
+    *,
+    journal_ttl_s: int,
+) -> list[ChunkResult]:
+    """Write ``rows`` of ``task`` for ``stage``, resuming after what an earlier attempt wrote.
+
+    Every attempt of a task must pass the same rows in the same order.
+    """
+    if not rows:
+        return []
+
+    def write_chunk(first: int, chunk: Sequence[SinkRow]) -> ChunkResult:
+        return streams.write_chunk(
+            query_id=task.query_id,
+            partition=task.partition,
+            batch_id=task.batch_id,
+            first_row=first,
+            rows=chunk,
+            journal_ttl_s=journal_ttl_s,
+            stage=stage,
+        )
+
+    done = streams.sink_progress(task.query_id, task.partition, task.batch_id, stage=stage)
+    return write_in_chunks(rows, done, write_chunk)
