@@ -25,7 +25,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
-## bench-quick: every benchmark system on tiny workloads, a smoke test (< 3 min), in .venv-bench
+## bench-quick: every benchmark system on tiny workloads, a smoke test (about 1 min), in .venv-bench
 bench-quick: .venv-bench/.installed
 	.venv-bench/bin/python -m bench run --quick --out bench/results/quick
 

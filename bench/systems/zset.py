@@ -50,6 +50,13 @@ class ZsetSystem(System):
             client.zadd(DELAYED, {job.key: job.due_ms for job in jobs[start : start + BATCH]})
         client.close()
 
+    def backlog(self) -> dict[str, int]:
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            return {"delayed": int(client.zcard(DELAYED)), "ready": int(client.llen(READY))}
+        finally:
+            client.close()
+
     def pids(self) -> list[int]:
         return [self._poller.pid, self._consumer.pid]
 

@@ -4,42 +4,85 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.cli import sessions_for
-from bench.plans import PENDING_SIZES, plan
+from bench.plans import (
+    CAPACITY_RATES,
+    PENDING_SIZES,
+    WORKLOADS,
+    Step,
+    plan,
+    session_estimate_s,
+    sessions_for,
+)
+from bench.systems import PEERS, SYSTEMS
 
-WORKLOADS = ["steady", "burst", "pending-heavy", "saturation", "recovery"]
+
+def step(steps: list[Step], name: str) -> dict[str, Any]:
+    [found] = [s for s in steps if s.name == name]
+    return dict(found.params)
 
 
-def kwargs(groups: dict[str, Any], group: str, index: int = 0) -> dict[str, Any]:
-    return dict(groups[group][index][0][1].keywords)
+def names(sessions: list[list[Step]]) -> list[list[str]]:
+    return [[s.name for s in session] for session in sessions]
 
 
 def test_the_full_plan_is_the_documented_one() -> None:
-    groups = plan(quick=False, rate=5_000)
-    assert kwargs(groups, "steady") == {
+    steps = plan()
+    assert step(steps, "steady") == {
         "rate": 5_000,
         "duration_s": 60,
         "min_delay_s": 1,
-        "max_delay_s": 30,
+        "max_delay_s": 45,
+        "settle_s": 20,
+        "raw": False,
     }
-    assert kwargs(groups, "burst") == {"count": 50_000}
-    assert [kwargs(groups, "pending-heavy", i)["pending"] for i in range(3)] == PENDING_SIZES
+    assert step(steps, "steady-raw")["raw"] is True
+    assert step(steps, "burst")["count"] == 50_000
+    assert step(steps, "capacity")["rates"] == CAPACITY_RATES == [5_000, 10_000, 15_000, 20_000,
+                                                                  25_000]  # fmt: skip
+    assert step(steps, "capacity")["step_s"] == 20
     assert PENDING_SIZES == [10_000, 100_000, 1_000_000]
-    assert kwargs(groups, "recovery")["pending"] == 1_000_000
-    smaller = plan(quick=False, rate=5_000, recovery_pending=10_000)
-    assert kwargs(smaller, "recovery")["pending"] == 10_000
-    assert smaller["recovery"][0][0][0] == "recovery-10000"  # its own result file
-    fewer = plan(quick=False, rate=5_000, pending_sizes=[10_000])
-    assert [session[0][0] for session in fewer["pending-heavy"]] == ["pending-heavy-10000"]
-    assert kwargs(groups, "saturation")["rates"][-1] >= 20_000
+    assert step(steps, "idle") == {"pending": 1_000_000, "measure_s": 60}
+    assert step(steps, "recovery-1000000")["pending"] == 1_000_000
+    assert "burst-500k" not in {s.name for s in steps}
+    long = plan(long=True)
+    assert step(long, "burst-500k")["count"] == 500_000
+    assert "pending-heavy-10000000" in {s.name for s in long}
 
 
-def test_quick_mode_folds_everything_into_one_small_session_per_system() -> None:
-    groups = plan(quick=True, rate=5_000)
-    [delayline] = sessions_for("delayline", WORKLOADS, groups, quick=True)
-    assert [name for name, _ in delayline] == ["steady", "burst", "pending-heavy-1000", "recovery"]
-    [peer] = sessions_for("celery", WORKLOADS, groups, quick=True)
-    assert [name for name, _ in peer] == ["steady", "burst"]
-    assert kwargs(groups, "burst")["count"] <= 1_000
-    full = sessions_for("celery", WORKLOADS, plan(quick=False, rate=5_000), quick=False)
-    assert len(full) == 1 + 1 + len(PENDING_SIZES) + 1 + 1  # a fresh system per session
+def test_sessions_share_a_system_and_the_backlog_grows() -> None:
+    steps = plan()
+    assert names(sessions_for("delayline", WORKLOADS, steps)) == [
+        ["burst", "steady", "steady-raw", "capacity"],
+        ["pending-heavy-10000", "pending-heavy-100000", "idle", "pending-heavy-1000000",
+         "recovery-1000000"],
+    ]  # fmt: skip
+    assert names(sessions_for("zset", WORKLOADS, steps))[0] == ["burst", "steady", "capacity"]
+    for peer in PEERS:
+        assert names(sessions_for(peer, WORKLOADS, steps)) == [["burst"], ["steady"]]
+    # A larger pending-heavy size comes after recovery's kill: on a fresh system.
+    long = plan(long=True)
+    assert names(sessions_for("delayline", ["pending-heavy", "recovery"], long)) == [
+        ["pending-heavy-10000", "pending-heavy-100000", "pending-heavy-1000000",
+         "recovery-1000000"],
+        ["pending-heavy-10000000"],
+    ]  # fmt: skip
+
+
+def test_the_full_plan_fits_in_40_minutes() -> None:
+    steps = plan()
+    total = sum(
+        seconds
+        for system in SYSTEMS
+        for session in sessions_for(system, WORKLOADS, steps)
+        for _, seconds in session_estimate_s(system, session)
+    )
+    assert total < 40 * 60
+
+
+def test_quick_mode_runs_every_system_in_one_small_session() -> None:
+    steps = plan(quick=True)
+    [delayline] = names(sessions_for("delayline", WORKLOADS, steps, quick=True))
+    assert {"steady-raw", "idle"} <= set(delayline)
+    for peer in PEERS:
+        assert names(sessions_for(peer, WORKLOADS, steps, quick=True)) == [["burst", "steady"]]
+    assert step(steps, "burst")["count"] <= 1_000
