@@ -9,6 +9,7 @@ python -m bench profile --rate 5000   # where a batch's time goes (~1.5 min)
 python -m bench send-many             # SDK producer throughput (~15 s)
 python -m bench chaos                 # kills and a Redis outage, 1M pending (~7 min)
 python -m bench aof --pending 1000000 # AOF size and restart load time (~2 min)
+python -m bench pump                  # outbox pump throughput against a bare zset move (~30 s)
 
 ``run`` prints its plan with an estimate of each step's wall time before it
 starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own
@@ -180,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     chaos.add_argument("--pending", type=int, default=None, help="pending in an hour (1,000,000)")
     chaos.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
 
+    pump = commands.add_parser("pump", help="outbox pump throughput against a bare zset move")
+    pump.add_argument("--messages", type=int, default=200_000)
+    pump.add_argument("--port", type=int, default=16398)
+    pump.add_argument("--out", type=Path, default=RESULTS / "pump.json")
+
     aof = commands.add_parser("aof", help="AOF size and load time of the embedded Redis")
     aof.add_argument("--pending", type=int, default=1_000_000)
     aof.add_argument("--port", type=int, default=16399)
@@ -201,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
 
         profile.main(args)
         return 0
+    if args.command == "pump":
+        from bench import pump as pump_run
+
+        return _report(args.out, pump_run.main(args.messages, args.port))
     if args.command == "aof":
         from bench import aof as aof_run
 

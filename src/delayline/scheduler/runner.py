@@ -86,6 +86,11 @@ class Scheduler:
 
     def completed_batches(self) -> list[tuple[int, int, int]]:
         """Batches completed since the last call: (batch_id, started_at_ms, duration_ms)."""
+        # The service asks twice a second; an idle query has run no batch since. One
+        # event through Py4J says so, where the recent list is a hundred of them.
+        last = self._running_query().lastProgress
+        if last is None or last["batchId"] <= self._last_reported_batch:
+            return []
         fresh = []
         for progress in self.recent_progress():
             if progress["batchId"] > self._last_reported_batch:
