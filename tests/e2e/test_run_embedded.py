@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
 from delayline import Client
+from delayline.scheduler.session import SPARK_NICENESS
 from tests.conftest import free_port
 from tests.e2e.harness import SchedulerProcess, wait_for
 
@@ -42,6 +44,16 @@ def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
         raw.close()
         client.close()
         assert (data_dir / "redis" / "appendonly.aof").exists()
+        # The fine wheel (pump, Redis) gets a core before Spark: the JVM and its
+        # Python workers run niced, delayline run and redis-server do not.
+        family = psutil.Process(service.process.pid).children(recursive=True)
+        niceness = {p.pid: (p.name(), p.nice()) for p in family if p.is_running()}
+        assert psutil.Process(service.process.pid).nice() == 0
+        assert {nice for name, nice in niceness.values() if name == "java"} == {SPARK_NICENESS}
+        assert {nice for name, nice in niceness.values() if "redis" in name} == {0}
+        workers = [nice for name, nice in niceness.values() if name.startswith("python")]
+        assert workers
+        assert set(workers) == {SPARK_NICENESS}
 
         started = time.monotonic()
         assert service.terminate(timeout_s=60) == 0
