@@ -409,6 +409,14 @@ def plot_pss_vs_pending(found: Found, out: Path) -> None:
     plt.close(figure)
 
 
+def _without_batch_list(result: Any) -> Any:
+    """A profile's result without its list of every batch (kept in the file, not the page)."""
+    if isinstance(result, dict) and isinstance(result.get("batches"), dict):
+        batches = {k: v for k, v in result["batches"].items() if k != "last_batches"}
+        return result | {"batches": batches}
+    return result
+
+
 def write(results: Path, docs: Path, notes: Path, extra: dict[str, Any]) -> Path:
     """Write docs/benchmarks.md and docs/img/*.png from the results in ``results``."""
     found = load(results)
@@ -441,7 +449,7 @@ def write(results: Path, docs: Path, notes: Path, extra: dict[str, Any]) -> Path
         "TABLE_RECOVERY": recovery_table(found),
         "TABLE_WALL": wall_table(found, plan),
         "REDIS": next(iter(found.values()))["redis"] if found else "-",
-        **{key: json.dumps(value, indent=1) for key, value in extra.items()},
+        **{key: json.dumps(_without_batch_list(value), indent=1) for key, value in extra.items()},
     }
     text = notes.read_text()
     for key, value in sections.items():
