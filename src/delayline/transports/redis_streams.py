@@ -193,21 +193,6 @@ class PumpResult:
     next_due_ms: int | None
 
 
-def _outbox_args(row: Deliver) -> list[Any]:
-    """A message as the outbox scripts take it (see ``outbox_put`` in redis_scripts)."""
-    return [
-        row.topic,
-        row.id,
-        row.body,
-        row.key,
-        row.headers,
-        row.deliver_at_ms,
-        row.attempt,
-        keys.journal(row.deliver_at_ms),
-        keys.cancel_requests(row.deliver_at_ms),
-    ]
-
-
 class RedisStreams:
     """Redis Streams operations of delayline, over one connection pool."""
 
@@ -459,7 +444,18 @@ class RedisStreams:
         args: list[Any] = [batch_id, first_row, len(rows), MARKER_TTL_S, journal_ttl_s]
         for row in rows:
             if isinstance(row, Deliver):
-                args += ["d", *_outbox_args(row)]
+                args += [
+                    "d",
+                    row.topic,
+                    row.id,
+                    row.body,
+                    row.key,
+                    row.headers,
+                    row.deliver_at_ms,
+                    row.attempt,
+                    keys.journal(row.deliver_at_ms),
+                    keys.cancel_requests(row.deliver_at_ms),
+                ]
             elif isinstance(row, Cascade):
                 args += [
                     "c",
