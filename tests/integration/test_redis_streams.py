@@ -270,6 +270,10 @@ def test_inbound_offsets_reads_and_trim(streams: RedisStreams, raw_redis: redis.
     assert streams.inbound_last_id() == entry_ids[-1]
     assert streams.inbound_last_id_within("0-0", 3) == entry_ids[2]
     assert streams.inbound_last_id_within(entry_ids[2], 100) == entry_ids[4]
+    # More entries than asked for: counted from after_id, not from the stream's start.
+    assert streams.inbound_last_id_within(entry_ids[1], 2) == entry_ids[3]
+    # Nothing after after_id: the newest, which the source compares with its offset.
+    assert streams.inbound_last_id_within(entry_ids[4], 100) == entry_ids[4]
     read = list(streams.read_inbound(entry_ids[0], entry_ids[3], page_size=2))
     assert [entry_id for entry_id, _ in read] == entry_ids[1:4]
     assert read[0][1] == {b"n": b"1"}

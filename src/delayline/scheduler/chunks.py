@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from delayline.scheduler.task import BatchTask
 from delayline.transports.redis_streams import ChunkResult, Drop, RedisStreams, Reject, SinkRow
 
-#: Rows per Lua call: enough to amortize the round trip, few enough not to
-#: block Redis for long.
-MAX_CHUNK_ROWS = 500
+#: Rows per Lua call: enough to amortize the round trip, few enough not to hold
+#: Redis (and the pump's due messages) for more than about a millisecond.
+MAX_CHUNK_ROWS = 200
 #: Payload bytes per Lua call (64 MiB), past which a chunk ends early (it keeps at
 #: least one row). 500 rejects of 4 MiB would pass Redis's 1 GiB limit on a
 #: client's query buffer, and Redis would drop the connection on every retry.

@@ -13,9 +13,18 @@ import hashlib
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 from delayline.transports import keys
 
-#: The id of the ``count``-th entry after ``ARGV[1]`` (exclusive), or nil.
+#: The id of the ``count``-th entry after ``ARGV[1]`` (exclusive); if fewer follow
+#: it, the newest entry's (which may be ``ARGV[1]`` itself or older); nil if empty.
 #: KEYS: inbound. ARGV: after_id, count.
+#: The stream is trimmed up to each committed batch, so it seldom holds more than
+#: ``count`` entries: then the newest is the answer, in O(1). Only a backlog pays
+#: for copying ``count`` entries into Lua, a call that holds Redis for milliseconds.
 LAST_ID_WITHIN = """
+if redis.call('XLEN', KEYS[1]) <= tonumber(ARGV[2]) then
+  local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  if #newest == 0 then return false end
+  return newest[1][1]
+end
 local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
 if #entries == 0 then return false end
 return entries[#entries][1]
