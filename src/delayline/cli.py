@@ -137,6 +137,11 @@ def main() -> None:
     "to the outbox, which holds it until due [default: 60000].",
 )
 @click.option(
+    "--driver-memory",
+    default=None,
+    help="Heap of the Spark driver JVM, at least 512m [default: 512m].",
+)
+@click.option(
     "--max-batch-rows",
     type=int,
     default=None,

@@ -54,6 +54,14 @@ def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
         workers = [nice for name, nice in niceness.values() if name.startswith("python")]
         assert workers
         assert set(workers) == {SPARK_NICENESS}
+        # A right-sized JVM, and task workers forked from a daemon that preloaded them.
+        [java] = [p for p in family if p.is_running() and p.name() == "java"]
+        assert "-Xmx512m" in java.cmdline()
+        daemons = [
+            p.cmdline() for p in family if p.is_running() and "pyspark.worker" in p.cmdline()
+        ]
+        assert daemons
+        assert all("delayline.scheduler.worker_daemon" in args for args in daemons)
 
         started = time.monotonic()
         assert service.terminate(timeout_s=60) == 0

@@ -7,7 +7,12 @@ import pytest
 
 from delayline.errors import ConfigurationError
 from delayline.scheduler.session import java_major_version
-from delayline.scheduler.settings import SchedulerSettings, data_dir_lock, pin_settings
+from delayline.scheduler.settings import (
+    SchedulerSettings,
+    data_dir_lock,
+    driver_memory_mb,
+    pin_settings,
+)
 from delayline.validation import Limits
 
 
@@ -17,11 +22,28 @@ def test_settings_round_trip_through_json() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"tick_ms": 0}, {"shards": 257}, {"fire_lead_ms": -1}, {"state_partitions": 0}]
+    "bad",
+    [
+        {"tick_ms": 0},
+        {"shards": 257},
+        {"fire_lead_ms": -1},
+        {"state_partitions": 0},
+        {"driver_memory": "256m"},
+        {"driver_memory": "1.5g"},
+        {"driver_memory": "512"},
+    ],
 )
 def test_bad_settings_are_refused(bad: dict[str, int]) -> None:
     with pytest.raises(ConfigurationError):
         SchedulerSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_driver_memory_sizes() -> None:
+    assert [driver_memory_mb(size) for size in ("512m", "2G", " 1t ")] == [512, 2048, 1024 * 1024]
+    with pytest.raises(ConfigurationError, match=r'look like "512m"'):
+        driver_memory_mb("lots")
+    with pytest.raises(ConfigurationError, match=r"at least 512m \(Spark's floor\), got 256m"):
+        SchedulerSettings(driver_memory="256m")
 
 
 def test_overrides_ignore_none() -> None:

@@ -51,6 +51,15 @@ def check_java() -> None:
         )
 
 
+#: RocksDB's memory budget (MiB) for all state partitions together: memtables
+#: flush when their half is full, and reads are point lookups of a slot's key.
+STATE_MEMORY_MB = 64
+
+#: A local driver is also the executor, on a small machine: the serial collector
+#: needs no remembered sets or concurrent threads (G1's cost 55 MB here), and
+#: the heap gives back what a full collection frees.
+LOCAL_JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30"]
+
 #: Two threads, and up to 4 attempts per task: every stage resumes safely.
 LOCAL_MASTER = "local[2,4]"
 
@@ -72,22 +81,35 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
     # whatever "python3" is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = resolve_master(settings)
-    if master and master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    local = bool(master and master.startswith("local"))
     log_config = resources.files("delayline.scheduler") / "log4j2.properties"
+    java_options = [f"-Dlog4j2.configurationFile=file:{log_config}"]
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # RocksDB allocates from many threads; glibc would give each its own arena.
+        os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+        java_options += LOCAL_JVM_OPTIONS
     scratch = (settings.data_dir / "spark-tmp").resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.master(master) if master else SparkSession.builder
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # this process starts the driver JVM
+        builder = builder.config("spark.driver.memory", settings.driver_memory)
     spark = (
         builder.appName("delayline")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
+        .config("spark.driver.extraJavaOptions", " ".join(java_options))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.local.dir", str(scratch))
+        # Workers fork from a daemon that has imported what they use (see worker_daemon.py).
+        .config("spark.python.daemon.module", "delayline.scheduler.worker_daemon")
         .config("spark.sql.shuffle.partitions", str(settings.state_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", _ROCKSDB)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.stateStore.encodingFormat", "avro")
+        # One memory budget for every RocksDB instance (memtables and block cache),
+        # so the JVM does not grow with the pending messages: they are on disk.
+        .config("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage", "true")
+        .config("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", str(STATE_MEMORY_MB))
         # An idle query with timers would run a batch every trigger (SPARK-50180);
         # the source wakes one when a timer is due instead (see source.py).
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
@@ -102,29 +124,46 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
-    if master and master.startswith("local"):
-        yield_cpu_to_the_fine_wheel(spark)
     return spark
 
 
-#: The nice value of a local Spark JVM: the pump and Redis keep 0.
+#: The nice value of a local Spark JVM and its Python workers: the pump and Redis keep 0.
 SPARK_NICENESS = 10
 
 
 def yield_cpu_to_the_fine_wheel(spark: SparkSession) -> None:
-    """Lower the CPU priority of the local Spark JVM, every thread of it, and so the
-    Python workers it starts later (they inherit it).
+    """Lower the CPU priority of the local Spark JVM, every thread of it, and every
+    process it started (the Python daemons and workers; those started later
+    inherit it).
 
     Spark is the coarse wheel: a batch that takes longer costs nothing while the
     horizon covers it. The pump and Redis are the fine wheel: when they wait for
-    a core, messages are late. On a busy machine they now get it first. Linux
-    only (``/proc``); elsewhere, and for a JVM already gone, nothing changes.
+    a core, messages are late. On a busy machine they now get it first. Call it
+    once Spark is up: its start is what raw records and a restart wait for.
+    Linux only (``/proc``); elsewhere, and for a JVM already gone, nothing changes.
     """
     gateway = getattr(spark.sparkContext, "_gateway", None)
     process = getattr(gateway, "proc", None)
-    if process is None:
+    if process is None or not Path("/proc/self/task").is_dir():
         return
-    threads = Path(f"/proc/{process.pid}/task")
-    for thread in threads.iterdir() if threads.is_dir() else []:
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            os.setpriority(os.PRIO_PROCESS, int(thread.name), SPARK_NICENESS)
+    for pid in _process_tree(process.pid):
+        threads = Path(f"/proc/{pid}/task")
+        for thread in threads.iterdir() if threads.is_dir() else []:
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                os.setpriority(os.PRIO_PROCESS, int(thread.name), SPARK_NICENESS)
+
+
+def _process_tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree

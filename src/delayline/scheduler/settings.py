@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -30,6 +31,18 @@ PINNED = (
 #: is in flight (every batch in the offset log is committed).
 PINNED_WHILE_IN_FLIGHT = ("fire_lead_ms",)
 
+#: Spark refuses a driver heap under 450 MiB; 512m leaves room for the survivor spaces.
+MIN_DRIVER_MEMORY_MB = 512
+_UNIT_MB = {"m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def driver_memory_mb(size: str) -> int:
+    """MiB in a JVM size such as "512m" or "2g". Raises ConfigurationError if malformed."""
+    match = re.fullmatch(r"(\d+)([mgt])", size.strip().lower())
+    if match is None:
+        raise ConfigurationError(f'driver_memory must look like "512m" or "2g", got {size!r}')
+    return int(match.group(1)) * _UNIT_MB[match.group(2)]
+
 
 @dataclass(frozen=True)
 class SchedulerSettings:
@@ -50,6 +63,10 @@ class SchedulerSettings:
     master: str | None = None
     #: Where Spark keeps offsets and state; any Hadoop URI. None: <data_dir>/checkpoint.
     checkpoint: str | None = None
+    #: Heap of the Spark driver JVM this process starts (``spark.driver.memory``; under
+    #: spark-submit, its own setting wins). The job keeps its state in RocksDB, off
+    #: the heap; Spark itself refuses less than 450m.
+    driver_memory: str = "512m"
     tick_ms: int = 500
     #: Messages due more than ``coarse_after_ms`` ahead wait in coarse slots of
     #: ``coarse_tick_ms``, handed down ``cascade_lead_ms`` before they start.
@@ -88,6 +105,11 @@ class SchedulerSettings:
         for name in ("fire_lead_ms", "cancel_retention_ms", "journal_retention_ms"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative, got {getattr(self, name)}")
+        if driver_memory_mb(self.driver_memory) < MIN_DRIVER_MEMORY_MB:
+            raise ConfigurationError(
+                f"driver_memory must be at least {MIN_DRIVER_MEMORY_MB}m (Spark's floor), "
+                f"got {self.driver_memory}"
+            )
         if self.shards > MAX_SHARDS:
             raise ConfigurationError(f"shards must be at most {MAX_SHARDS}, got {self.shards}")
         try:
