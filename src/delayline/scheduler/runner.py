@@ -16,7 +16,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from delayline.errors import DelaylineError, SchedulerError
 from delayline.scheduler.job import start_query
 from delayline.scheduler.pump import Pump
-from delayline.scheduler.session import build_session, resolve_master, yield_cpu_to_the_fine_wheel
+from delayline.scheduler.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import to_epoch_ms
@@ -64,9 +64,8 @@ class Scheduler:
         """Block until the first batch has completed: then deliveries flow at full speed.
 
         The first batch starts the Python workers and replays overdue timers, so it
-        takes far longer than the rest. Until it completes, a local Spark runs at
-        full priority; then it yields the CPU to the pump and Redis. Raises
-        SchedulerError if the query dies or ``timeout_s`` passes first.
+        takes far longer than the rest. Raises SchedulerError if the query dies
+        or ``timeout_s`` passes first.
         """
         query = self._running_query()
         deadline = time.monotonic() + timeout_s
@@ -75,9 +74,6 @@ class Scheduler:
             if time.monotonic() > deadline:
                 raise SchedulerError(f"the first batch did not complete within {timeout_s:.0f} s")
             time.sleep(0.1)
-        master = resolve_master(self.settings)
-        if self._spark is not None and master and master.startswith("local"):
-            yield_cpu_to_the_fine_wheel(self._spark)
 
     @property
     def query_id(self) -> str:

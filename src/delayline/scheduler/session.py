@@ -124,46 +124,29 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    if local:
+        yield_cpu_to_the_fine_wheel(spark)
     return spark
 
 
-#: The nice value of a local Spark JVM and its Python workers: the pump and Redis keep 0.
+#: The nice value of a local Spark JVM: the pump and Redis keep 0.
 SPARK_NICENESS = 10
 
 
 def yield_cpu_to_the_fine_wheel(spark: SparkSession) -> None:
-    """Lower the CPU priority of the local Spark JVM, every thread of it, and every
-    process it started (the Python daemons and workers; those started later
-    inherit it).
+    """Lower the CPU priority of the local Spark JVM, every thread of it, and so the
+    Python workers it starts later (they inherit it).
 
     Spark is the coarse wheel: a batch that takes longer costs nothing while the
     horizon covers it. The pump and Redis are the fine wheel: when they wait for
-    a core, messages are late. On a busy machine they now get it first. Call it
-    once Spark is up: its start is what raw records and a restart wait for.
-    Linux only (``/proc``); elsewhere, and for a JVM already gone, nothing changes.
+    a core, messages are late. On a busy machine they now get it first. Linux
+    only (``/proc``); elsewhere, and for a JVM already gone, nothing changes.
     """
     gateway = getattr(spark.sparkContext, "_gateway", None)
     process = getattr(gateway, "proc", None)
-    if process is None or not Path("/proc/self/task").is_dir():
+    if process is None:
         return
-    for pid in _process_tree(process.pid):
-        threads = Path(f"/proc/{pid}/task")
-        for thread in threads.iterdir() if threads.is_dir() else []:
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                os.setpriority(os.PRIO_PROCESS, int(thread.name), SPARK_NICENESS)
-
-
-def _process_tree(root: int) -> list[int]:
-    """``root`` and its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(stat.parent.name))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, []))
-    return tree
+    threads = Path(f"/proc/{process.pid}/task")
+    for thread in threads.iterdir() if threads.is_dir() else []:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.setpriority(os.PRIO_PROCESS, int(thread.name), SPARK_NICENESS)
