@@ -9,7 +9,8 @@ python -m bench profile --rate 5000   # where a batch's time goes (~1.5 min)
 python -m bench send-many             # SDK producer throughput (~15 s)
 python -m bench chaos                 # kills and a Redis outage, 1M pending (~7 min)
 python -m bench aof --pending 1000000 # AOF size and restart load time (~2 min)
-python -m bench pump                  # outbox pump throughput against a bare zset move (~30 s)
+python -m bench pump                  # pump throughput, Redis time per message, vs zset (~40 s)
+python -m bench floor                 # PSS of the query's process model doing nothing (~1 min)
 
 ``run`` prints its plan with an estimate of each step's wall time before it
 starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own
@@ -186,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     pump.add_argument("--port", type=int, default=16398)
     pump.add_argument("--out", type=Path, default=RESULTS / "pump.json")
 
+    floor = commands.add_parser("floor", help="PSS of the query's process model doing nothing")
+    floor.add_argument("--duration", type=float, default=30)
+    floor.add_argument("--out", type=Path, default=RESULTS / "floor.json")
+
     aof = commands.add_parser("aof", help="AOF size and load time of the embedded Redis")
     aof.add_argument("--pending", type=int, default=1_000_000)
     aof.add_argument("--port", type=int, default=16399)
@@ -211,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import pump as pump_run
 
         return _report(args.out, pump_run.main(args.messages, args.port))
+    if args.command == "floor":
+        from bench import floor  # starts Spark
+
+        return _report(args.out, floor.main(args.duration))
     if args.command == "aof":
         from bench import aof as aof_run
 
