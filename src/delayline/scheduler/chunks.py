@@ -18,8 +18,9 @@ from delayline.transports.redis_streams import ChunkResult, Drop, RedisStreams, 
 #: Redis (and the pump's due messages) for more than about a millisecond.
 MAX_CHUNK_ROWS = 200
 #: Payload bytes per Lua call (64 MiB), past which a chunk ends early (it keeps at
-#: least one row). 500 rejects of 4 MiB would pass Redis's 1 GiB limit on a
-#: client's query buffer, and Redis would drop the connection on every retry.
+#: least one row). A chunk of large rejects could otherwise pass Redis's 1 GiB
+#: limit on a client's query buffer, and Redis would drop the connection on
+#: every retry.
 MAX_CHUNK_BYTES = 64 * 1024 * 1024
 
 ChunkWriter = Callable[[int, Sequence[SinkRow]], ChunkResult]
