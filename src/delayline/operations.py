@@ -9,7 +9,7 @@ writes only if the message can still be cancelled).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -339,9 +339,16 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+#: Messages per near-path script call: a call's own cost in Redis is as large as a
+#: message's, and 200 hold Redis for a few milliseconds at most.
+NEAR_PER_CALL = 200
+#: Record bytes per near-path call, past which a call ends early (it keeps at least one).
+NEAR_BYTES_PER_CALL = 8 * 1024 * 1024
+
+
 def _schedule(messages: list[Message]) -> list[Command]:
-    """The commands that schedule ``messages``: XADD to the inbound stream, or, for one
-    due within HORIZON_MS of its ``sent_at_ms``, the outbox script (which checks again,
+    """The commands that schedule ``messages``: XADD to the inbound stream, or, for those
+    due within HORIZON_MS of their ``sent_at_ms``, the outbox script (which checks again,
     by Redis's clock and against the horizon the scheduler published), loaded first in
     the same transaction.
 
@@ -349,19 +356,40 @@ def _schedule(messages: list[Message]) -> list[Command]:
     Spark path takes a trigger plus a batch (seconds under load, tens of seconds
     while Spark restarts) to reach the outbox; a message due sooner would be late.
     """
-    commands = [
-        _xadd(keys.INBOUND, message.to_record())
-        if message.deliver_at_ms - message.sent_at_ms > HORIZON_MS
-        else _send_near(message)
-        for message in messages
-    ]
-    if any(command[0] == "EVALSHA" for command in commands):
-        commands.insert(0, ("SCRIPT", "LOAD", redis_scripts.SEND_NEAR))
+    commands: list[Command] = []
+    near: list[Mapping[bytes, bytes]] = []
+    for message in messages:
+        if message.deliver_at_ms - message.sent_at_ms > HORIZON_MS:
+            commands.append(_xadd(keys.INBOUND, message.to_record()))
+        else:
+            near.append(message.to_record())
+    if near:
+        commands.append(("SCRIPT", "LOAD", redis_scripts.SEND_NEAR))
+        commands += [_send_near(records) for records in _near_calls(near)]
     return commands
 
 
-def _send_near(message: Message) -> Command:
-    # The script reads the message from its inbound record: one encoding, sent once.
+def _near_calls(records: list[Mapping[bytes, bytes]]) -> Iterator[list[Mapping[bytes, bytes]]]:
+    """``records`` cut into the groups of one near-path call each, in order."""
+    group: list[Mapping[bytes, bytes]] = []
+    size = 0
+    for record in records:
+        record_bytes = sum(len(value) for value in record.values())
+        if group and (len(group) == NEAR_PER_CALL or size + record_bytes > NEAR_BYTES_PER_CALL):
+            yield group
+            group, size = [], 0
+        group.append(record)
+        size += record_bytes
+    if group:
+        yield group
+
+
+def _send_near(records: list[Mapping[bytes, bytes]]) -> Command:
+    # The script reads each message from its inbound record: one encoding, sent once.
+    args: list[bytes | str | int] = [HORIZON_MS]
+    for record in records:
+        args.append(len(record))
+        args += [part for pair in record.items() for part in pair]
     return (
         "EVALSHA",
         redis_scripts.SEND_NEAR_SHA,
@@ -372,8 +400,7 @@ def _send_near(message: Message) -> Command:
         keys.INBOUND,
         keys.STATS,
         keys.CONFIG,
-        HORIZON_MS,
-        *(part for pair in message.to_record().items() for part in pair),
+        *args,
     )
 
 

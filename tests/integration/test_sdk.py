@@ -144,6 +144,22 @@ def test_a_resent_near_message_keeps_its_first_copy(client: Client, raw_redis: r
     assert "delayline_outbox_messages 1\n" in client.metrics().prometheus()
 
 
+def test_many_near_messages_go_in_calls_of_many(client: Client, raw_redis: redis.Redis) -> None:
+    # 450 due within the horizon (three script calls), a duplicate among them, and
+    # one past the horizon between them: each lands once, where its due time says.
+    sent = now_ms()
+    near = [
+        Message.create("t", f"m{n}".encode(), now_ms=sent, limits=Limits(), delay=30_000 + n)
+        for n in range(450)
+    ]
+    far = Message.create("t", b"far", now_ms=sent, limits=Limits(), delay=HORIZON_MS + 60_000)
+    client.send_many([*near[:300], far, near[0], *near[300:]])
+    assert sorted(outbox(raw_redis)) == sorted(message.id for message in near)
+    assert [r[b"id"].decode() for r in inbound(raw_redis)] == [far.id]
+    assert raw_redis.hget(keys.STATS, "accepted") == b"450"
+    assert raw_redis.zscore(keys.OUTBOX, near[449].id) == near[449].deliver_at_ms
+
+
 def outbox(raw: redis.Redis) -> list[str]:
     return [member.decode() for member in raw.zrange(keys.OUTBOX, 0, -1)]
 
