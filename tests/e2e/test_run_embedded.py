@@ -26,6 +26,14 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def arguments(process: psutil.Process) -> list[str]:
+    """A process's command line; none for one that has exited (or is a zombie) meanwhile."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
 def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
     port, api_port = free_port(), free_port()
     args = ["--redis-port", str(port), "--api-port", str(api_port), "--data-dir", str(data_dir)]
@@ -55,11 +63,10 @@ def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
         assert workers
         assert set(workers) == {SPARK_NICENESS}
         # A right-sized JVM, and task workers forked from a daemon that preloaded them.
-        [java] = [p for p in family if p.is_running() and p.name() == "java"]
-        assert "-Xmx512m" in java.cmdline()
-        daemons = [
-            p.cmdline() for p in family if p.is_running() and "pyspark.worker" in p.cmdline()
-        ]
+        commands = [arguments(p) for p in family]
+        [java] = [args for args in commands if args and Path(args[0]).name == "java"]
+        assert "-Xmx512m" in java
+        daemons = [args for args in commands if "pyspark.worker" in args]
         assert daemons
         assert all("delayline.scheduler.worker_daemon" in args for args in daemons)
 
