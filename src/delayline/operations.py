@@ -349,8 +349,8 @@ NEAR_BYTES_PER_CALL = 8 * 1024 * 1024
 def _schedule(messages: list[Message]) -> list[Command]:
     """The commands that schedule ``messages``: XADD to the inbound stream, or, for those
     due within HORIZON_MS of their ``sent_at_ms``, the outbox script (which checks again,
-    by Redis's clock and against the horizon the scheduler published), loaded first in
-    the same transaction.
+    by Redis's clock and against the horizon the scheduler published), up to
+    NEAR_PER_CALL of them a call, loaded before those calls in the same transaction.
 
     A message past the horizon skips the script: it is written once, not twice. The
     Spark path takes a trigger plus a batch (seconds under load, tens of seconds
