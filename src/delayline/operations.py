@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from delayline import ids
+from delayline.chunking import chunk_end
 from delayline.metrics import render_prometheus
 from delayline.model import Cancel, Message
 from delayline.retry import RetryPolicy
@@ -371,17 +372,17 @@ def _schedule(messages: list[Message]) -> list[Command]:
 
 def _near_calls(records: list[Mapping[bytes, bytes]]) -> Iterator[list[Mapping[bytes, bytes]]]:
     """``records`` cut into the groups of one near-path call each, in order."""
-    group: list[Mapping[bytes, bytes]] = []
-    size = 0
-    for record in records:
-        record_bytes = sum(len(value) for value in record.values())
-        if group and (len(group) == NEAR_PER_CALL or size + record_bytes > NEAR_BYTES_PER_CALL):
-            yield group
-            group, size = [], 0
-        group.append(record)
-        size += record_bytes
-    if group:
-        yield group
+    start = 0
+    while start < len(records):
+        end = chunk_end(
+            records,
+            start,
+            max_items=NEAR_PER_CALL,
+            max_bytes=NEAR_BYTES_PER_CALL,
+            size_of=lambda record: sum(len(value) for value in record.values()),
+        )
+        yield records[start:end]
+        start = end
 
 
 def _send_near(records: list[Mapping[bytes, bytes]]) -> Command:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from delayline.chunking import chunk_end
 from delayline.scheduler.task import BatchTask
 from delayline.transports.redis_streams import ChunkResult, Drop, RedisStreams, Reject, SinkRow
 
@@ -54,13 +55,9 @@ def write_in_chunks(
     results = []
     index = first_row
     while index < len(rows):
-        end = index + 1
-        size = row_bytes(rows[index])
-        while end < min(len(rows), index + max_chunk_rows):
-            size += row_bytes(rows[end])
-            if size > max_chunk_bytes:
-                break
-            end += 1
+        end = chunk_end(
+            rows, index, max_items=max_chunk_rows, max_bytes=max_chunk_bytes, size_of=row_bytes
+        )
         result = write_chunk(index, rows[index:end])
         results.append(result)
         index = result.written

@@ -1,0 +1,26 @@
+"""Where a chunk of a Redis write ends: at a count, or before a byte budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def chunk_end(
+    items: Sequence[T], start: int, *, max_items: int, max_bytes: int, size_of: Callable[[T], int]
+) -> int:
+    """The index after the last item of the chunk that begins at ``start``.
+
+    A chunk holds at most ``max_items``, and ends before the item that would take
+    its ``size_of`` sum past ``max_bytes``; it always holds at least one item.
+    """
+    end = start + 1
+    size = size_of(items[start])
+    while end < min(len(items), start + max_items):
+        size += size_of(items[end])
+        if size > max_bytes:
+            break
+        end += 1
+    return end
