@@ -158,6 +158,14 @@ def main(argv: list[str] | None = None) -> int:
                      help="pending messages in the idle workload")  # fmt: skip
     run.add_argument("--out", type=Path, default=None, help="results directory")
     run.add_argument("--dry-run", action="store_true", help="print the plan and its estimate")
+    run.add_argument(
+        "--delayline-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an extra `delayline run` option (repeatable), as "
+        "--delayline-option=--trigger-ms=1000: A/B runs of a setting",
+    )
 
     producer = commands.add_parser("send-many", help="SDK send_many throughput to a local Redis")
     producer.add_argument("--messages", type=int, default=200_000)
@@ -260,4 +268,6 @@ def main(argv: list[str] | None = None) -> int:
     estimate(schedule, parallel=args.quick)
     if args.dry_run:
         return 0
+    if args.delayline_option:
+        load("delayline").run_options = tuple(args.delayline_option)  # type: ignore[attr-defined]
     return run_plan(schedule, out, parallel=args.quick)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from bench import redis_load
 from bench.measure import Receipts
 from bench.systems.base import SystemFactory
 from bench.workloads import Bench
@@ -59,13 +60,21 @@ def run_system(
         system.start()
         start_s = time.monotonic() - started
         receipts = Receipts(redis.Redis.from_url(receipts_redis.url))
-        redis_pid = int(redis.Redis.from_url(system_redis.url).info("server")["process_id"])
+        system_client = redis.Redis.from_url(system_redis.url)
+        redis_pid = int(system_client.info("server")["process_id"])
         bench = Bench(system, redis_pid, receipts, random.Random(seed))
         for step in steps:
             print(f"[{system.name}] {step.name} ...", flush=True)
             began = time.monotonic()
+            load_before = redis_load.snapshot(system_client)
+            cpu_before_s = time.process_time()
             result = step.run(bench)
             result |= {
+                # This process: the load generator, and the sampling and scoring.
+                "harness_cpu_s": round(time.process_time() - cpu_before_s, 1),
+                "redis_load": redis_load.cost(
+                    load_before, redis_load.snapshot(system_client), messages_of(result)
+                ),
                 "name": step.name,
                 "wall_s": round(time.monotonic() - began, 1),
                 "start_s": round(start_s, 1),
@@ -87,6 +96,17 @@ def run_system(
         keep_logs(system.workdir, out_dir / "logs" / f"{system.name}-{steps[0].name}")
         shutil.rmtree(scratch, ignore_errors=True)
     return results
+
+
+def messages_of(result: dict[str, Any]) -> int:
+    """The messages a workload sent: those scored, and a capacity run's warm-up."""
+    if "expected" in result:
+        return int(result["expected"])
+    if result["workload"] == "capacity":
+        params = result["params"]
+        warmup = params.get("warmup_s", 0) * params["rates"][0]
+        return int(warmup + sum(step["expected"] for step in result["steps"]))
+    return int(result.get("params", {}).get("pending", 0))
 
 
 def keep_logs(workdir: Path, target: Path) -> None:

@@ -175,6 +175,39 @@ def processes_table(result: dict[str, Any] | None, key: str = "pss_peak_mb") -> 
     return _rows(["process", "pid", "PSS MB", "CPU s"], rows)
 
 
+def redis_load_table(found: Found) -> str:
+    """Each workload's cost to the system's Redis: main-thread CPU per message, forks, memory."""
+    rows = []
+    for system in systems_in(found):
+        for name in _LOAD_ORDER:
+            for (owner, result_name), result in sorted(found.items()):
+                load = result.get("redis_load")
+                if owner != system or not load or not result_name.startswith(name):
+                    continue
+                rows.append(_load_row(system, result_name, load))
+    if not rows:
+        return "*Not run.*"
+    header = ["system", "workload", "Redis main thread CPU s", "µs per message",
+              "msg/s at one core", "AOF rewrite forks", "last fork ms",
+              "used / resident MB after", "costliest commands (ms)",
+              "scheduler's own p99 ms, at most"]  # fmt: skip
+    return _rows(header, rows)
+
+
+#: The workloads of redis_load_table, in its order (a prefix names several).
+_LOAD_ORDER = ("burst", "steady", "capacity", "pending-heavy", "recovery")
+
+
+def _load_row(system: str, name: str, load: dict[str, Any]) -> list[Any]:
+    per_message = load["main_us_per_message"]
+    top = ", ".join(f"{command} {stats['ms']:,}" for command, stats in
+                    list(load["top_commands"].items())[:3])  # fmt: skip
+    return [system, name, load["main_cpu_s"], per_message,
+            round(1e6 / per_message) if per_message else None, load["forks"],
+            load["latest_fork_ms"], f"{load['used_memory_mb']:,.0f} / {load['rss_mb']:,.0f}",
+            top, (load.get("service_lateness") or {}).get("p99_ms_at_most")]  # fmt: skip
+
+
 def idle_table(found: Found) -> str:
     rows = []
     for system in systems_in(found):
@@ -445,6 +478,7 @@ def write(results: Path, docs: Path, notes: Path, extra: dict[str, Any]) -> Path
         "TABLE_MEMORY": memory_table(found),
         "TABLE_PROCESSES": processes_table(found.get(("delayline", largest))),
         "TABLE_IDLE": idle_table(found),
+        "TABLE_REDIS_LOAD": redis_load_table(found),
         "TABLE_IDLE_PROCESSES": processes_table(found.get(("delayline", "idle")), "pss_last_mb"),
         "TABLE_RECOVERY": recovery_table(found),
         "TABLE_WALL": wall_table(found, plan),

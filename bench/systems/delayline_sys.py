@@ -36,7 +36,7 @@ START_TIMEOUT_S = 300
 
 class DelaylineSystem(System):
     name = "delayline"
-    #: Extra ``delayline run`` options (tuning), set by the harness.
+    #: Extra ``delayline run`` options (tuning): ``python -m bench run --delayline-option``.
     run_options: Sequence[str] = ()
 
     def start(self) -> None:
