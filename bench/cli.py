@@ -9,7 +9,7 @@ python -m bench profile --rate 5000   # where a batch's time goes (~1.5 min)
 python -m bench send-many             # SDK producer throughput (~15 s)
 python -m bench chaos                 # kills and a Redis outage, 1M pending (~7 min)
 python -m bench aof --pending 1000000 # AOF size and restart load time (~2 min)
-python -m bench pump                  # pump throughput, Redis time per message, vs zset (~40 s)
+python -m bench pump                  # pump throughput, Redis time per message and part (~1.5 min)
 python -m bench floor                 # PSS of the query's process model doing nothing (~1 min)
 
 ``run`` prints its plan with an estimate of each step's wall time before it

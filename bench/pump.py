@@ -13,6 +13,11 @@ needs N times the pump's and the consumer's cost of Redis's one core in that
 second. It is given for the pump, for a plain consumer's ``XREADGROUP`` and
 ``XACK`` of the delivered entries, for the bare ``XADD`` of such an entry (the
 floor of any delivery to a stream), and for the zset move.
+
+``pump_without`` says what each part of a delivery costs: the pump's script is
+timed whole ("nothing") and with one part taken out at a time (the journal, the
+``XADD``, the lateness count, all of the delivery, the read as well), on half
+the messages each, from an empty server.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from bench.systems.zset import MOVE_DUE
 from delayline import Client
 from delayline.scheduler.pump import PUMP_BATCH
 from delayline.timing import now_ms
-from delayline.transports import keys
+from delayline.transports import keys, redis_scripts
 from delayline.transports.embedded import EmbeddedRedis
 from delayline.transports.redis_streams import RedisStreams
 
@@ -40,7 +45,7 @@ def main(messages: int, port: int) -> dict[str, Any]:
         server = EmbeddedRedis(Path(scratch), port)
         server.start()
         try:
-            return {
+            result = {
                 "benchmark": "pump",
                 "messages": messages,
                 "pump_batch": PUMP_BATCH,
@@ -51,12 +56,53 @@ def main(messages: int, port: int) -> dict[str, Any]:
                     "xadd_alone": _xadd_alone(server.url, messages),
                 },
             }
+            # Last: each variant starts from an empty server.
+            return result | {"pump_without": _breakdown(server.url, messages // 2)}
         finally:
             server.stop()
 
 
-def _pump(url: str, messages: int) -> dict[str, float]:
-    due_ms = now_ms() + 30_000  # within the horizon: the outbox
+#: The pump's script with one part taken out: (name, text in PUMP, replacement).
+#: Each is timed like the whole; the difference is what that part costs Redis.
+PUMP_PARTS = (
+    ("journal", "if journal_put(journal, id, now) ~= 1 then", "if false then"),
+    (
+        "xadd",
+        "local added = redis.pcall('XADD', topic, '*', 'id', id, 'body', body, 'key', key,\n"
+        "    'headers', headers, 'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt)",
+        "local added = 1",
+    ),
+    ("lateness count", "for _, bound in ipairs(bounds) do", "for _, bound in ipairs({}) do"),
+    (
+        "delivery (read and remove only)",
+        "for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end",
+        "for _, id in ipairs(due_ids) do outbox_get(KEYS[2], id) end",
+    ),
+    (
+        "read (remove only)",
+        "for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end",
+        "",
+    ),
+)
+
+
+def _breakdown(url: str, messages: int) -> dict[str, float]:
+    """Redis µs per message of the pump whole ("nothing"), and with each of
+    PUMP_PARTS taken out, all timed the same way."""
+    result = {}
+    for name, part, replacement in (("nothing", "", ""), *PUMP_PARTS):
+        if part not in redis_scripts.PUMP:
+            raise AssertionError(f"the pump script has no {name!r} part any more: {part!r}")
+        redis.Redis.from_url(url).flushall()
+        script = redis_scripts.PUMP.replace(part, replacement)
+        result[name] = _pump(url, messages, script)["redis_us_per_message"]
+    return result
+
+
+def _pump(url: str, messages: int, script: str | None = None) -> dict[str, float]:
+    """Fill the outbox, wait until it is due, and drain it with the pump (or ``script``)."""
+    # Within the horizon (the outbox), and after the fill (about 30,000 msg/s).
+    due_ms = now_ms() + (30_000 if script is None else 2_000 + messages // 20)
     with Client(url) as client:
         for first in range(0, messages, 1_000):
             count = min(1_000, messages - first)
@@ -66,12 +112,20 @@ def _pump(url: str, messages: int) -> dict[str, float]:
     while now_ms() <= due_ms:
         time.sleep(0.05)
     streams = RedisStreams.from_url(url)
+    variant = raw.register_script(script) if script is not None else None
+    pump_keys = [keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS, keys.REJECTS]
     cpu_s = redis_cpu_s(raw)
     calls, started = 0, time.perf_counter()
-    while streams.pump(PUMP_BATCH, 3600).moved:
+    while (
+        variant(keys=pump_keys, args=[PUMP_BATCH, 3600])[0]
+        if variant is not None
+        else streams.pump(PUMP_BATCH, 3600).moved
+    ):
         calls += 1
     elapsed_s = time.perf_counter() - started
-    assert raw.xlen(TOPIC) == messages
+    assert raw.zcard(keys.OUTBOX) == 0
+    if variant is None:
+        assert raw.xlen(TOPIC) == messages
     return {
         "seconds": round(elapsed_s, 3),
         "messages_per_second": round(messages / elapsed_s),
