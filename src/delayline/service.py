@@ -147,6 +147,7 @@ class _Watch:
         """Check the query, then record and report; raises SchedulerError if the query died."""
         self._scheduler.check()
         self._unrecorded += self._scheduler.completed_batches()
+        self._scheduler.give_back_memory_when_quiet()
         try:
             if self._unrecorded:
                 self._streams.record_batches(self._query_id, self._unrecorded)

@@ -66,6 +66,7 @@ def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
         commands = [arguments(p) for p in family]
         [java] = [args for args in commands if args and Path(args[0]).name == "java"]
         assert "-Xmx512m" in java
+        assert "-XX:-ShrinkHeapInSteps" in java  # one quiet collection gives the heap back
         daemons = [args for args in commands if "pyspark.worker" in args]
         assert daemons
         assert all("delayline.scheduler.worker_daemon" in args for args in daemons)

@@ -16,7 +16,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from delayline.errors import DelaylineError, SchedulerError
 from delayline.scheduler.job import start_query
 from delayline.scheduler.pump import Pump
-from delayline.scheduler.session import build_session
+from delayline.scheduler.quiet import QuietSpells
+from delayline.scheduler.session import build_session, runs_locally
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import to_epoch_ms
@@ -38,6 +39,8 @@ class Scheduler:
             settings.redis_url, settings.journal_retention_ms // 1000, prepare=self._prepare
         )
         self._last_reported_batch = -1
+        # Only a local driver runs the tasks and grows with a load (session.py).
+        self._quiet = QuietSpells(time.monotonic()) if runs_locally(settings) else None
 
     def _prepare(self, streams: RedisStreams) -> None:
         """Before the pump's first delivery: tell producers the horizon, and let raw
@@ -99,7 +102,21 @@ class Scheduler:
                 fresh.append((int(progress["batchId"]), started_ms, duration_ms))
         if fresh:
             self._last_reported_batch = fresh[-1][0]
+            if self._quiet is not None:
+                self._quiet.batch_completed(time.monotonic())
         return fresh
+
+    def give_back_memory_when_quiet(self) -> bool:
+        """Once per quiet spell of a local driver, a full collection of its heap, which
+        returns what a load grew it to (quiet.py). True if one ran."""
+        if self._quiet is None or self._spark is None:
+            return False
+        if not self._quiet.collect_now(time.monotonic()):
+            return False
+        jvm = self._spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.java.lang.System.gc()
+        return True
 
     def check(self) -> None:
         """Raise SchedulerError if the query has stopped on its own."""

@@ -57,8 +57,16 @@ STATE_MEMORY_MB = 64
 
 #: A local driver is also the executor, on a small machine: the serial collector
 #: needs no remembered sets or concurrent threads (G1's cost 55 MB here), and
-#: the heap gives back what a full collection frees.
-LOCAL_JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30"]
+#: the heap gives back what a full collection frees: all of it at once, not a
+#: part per collection (ShrinkHeapInSteps), since the runner collects once when
+#: the query has been quiet for a while (quiet.py).
+LOCAL_JVM_OPTIONS = [
+    "-Xms64m",
+    "-XX:+UseSerialGC",
+    "-XX:MinHeapFreeRatio=10",
+    "-XX:MaxHeapFreeRatio=30",
+    "-XX:-ShrinkHeapInSteps",
+]
 
 #: Two threads, and up to 4 attempts per task: every stage resumes safely.
 LOCAL_MASTER = "local[2,4]"
@@ -71,6 +79,11 @@ def resolve_master(settings: SchedulerSettings) -> str | None:
     return None if "PYSPARK_GATEWAY_PORT" in os.environ else LOCAL_MASTER
 
 
+def runs_locally(settings: SchedulerSettings) -> bool:
+    """True if the driver's JVM starts on this machine under a local master."""
+    return (resolve_master(settings) or "").startswith("local")
+
+
 def build_session(settings: SchedulerSettings) -> SparkSession:
     """Start (or reuse) the Spark session for ``settings.master``.
 
@@ -81,7 +94,7 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
     # whatever "python3" is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = resolve_master(settings)
-    local = bool(master and master.startswith("local"))
+    local = runs_locally(settings)
     log_config = resources.files("delayline.scheduler") / "log4j2.properties"
     java_options = [f"-Dlog4j2.configurationFile=file:{log_config}"]
     if local:
