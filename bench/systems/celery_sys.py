@@ -41,17 +41,23 @@ class CelerySystem(WorkerSystem):
     name = "celery"
 
     def connect(self) -> None:
-        app.conf.broker_url = self.redis_url
+        # The app is module-wide and keeps its first broker for good: each session
+        # sends through a connection of its own, to its own Redis.
+        self._connection = app.connection_for_write(self.redis_url)
+        self._producer = app.amqp.Producer(self._connection)
+
+    def disconnect(self) -> None:
+        self._producer.close()
+        self._connection.release()
 
     def worker_args(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", "bench.systems.celery_sys", "worker",
                 "--concurrency", "2", "--loglevel", "WARNING"]  # fmt: skip
 
     def schedule(self, jobs: Sequence[Job]) -> None:
-        with app.producer_or_acquire() as producer:
-            for job in jobs:
-                deliver.apply_async(
-                    args=[job.key],
-                    eta=datetime.fromtimestamp(job.due_ms / 1000, tz=UTC),
-                    producer=producer,
-                )
+        for job in jobs:
+            deliver.apply_async(
+                args=[job.key],
+                eta=datetime.fromtimestamp(job.due_ms / 1000, tz=UTC),
+                producer=self._producer,
+            )
