@@ -29,6 +29,7 @@ from typing import Any
 
 import redis
 
+from bench.redis_load import redis_cpu_s
 from bench.systems.zset import MOVE_DUE
 from delayline import Client
 from delayline.scheduler.pump import PUMP_BATCH
@@ -187,12 +188,6 @@ def _xadd_alone(url: str, messages: int) -> float:
             loop(keys=["bench.xadd", "x" * 64], args=ids)
         costs.append(_us_per_message(raw, cpu_s, messages))
     return round(costs[0] - costs[1], 2)
-
-
-def redis_cpu_s(raw: redis.Redis) -> float:
-    """CPU seconds Redis's main thread has used: commands, protocol, AOF buffer."""
-    cpu = raw.info("cpu")
-    return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
 
 
 def _us_per_message(raw: redis.Redis, since_cpu_s: float, messages: int) -> float:

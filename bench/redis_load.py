@@ -27,12 +27,20 @@ from delayline.transports import keys
 TOP_COMMANDS = 8
 
 
+def redis_cpu_s(client: redis.Redis) -> float:
+    """CPU seconds Redis's main thread has used: commands, protocol, AOF buffer."""
+    return _main_thread_s(client.info("cpu"))
+
+
+def _main_thread_s(info: dict[str, Any]) -> float:
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+
+
 def snapshot(client: redis.Redis) -> dict[str, Any]:
     """The counters a workload's cost is the difference of."""
     info = client.info("all")
     return {
-        "cpu_main_s": float(info["used_cpu_user_main_thread"])
-        + float(info["used_cpu_sys_main_thread"]),
+        "cpu_main_s": _main_thread_s(info),
         "commands": {
             name.removeprefix("cmdstat_"): (int(stats["calls"]), int(stats["usec"]))
             for name, stats in info.items()

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from bench.pump import redis_cpu_s
+from bench.redis_load import redis_cpu_s
 from delayline import Client
 from delayline.timing import HORIZON_MS
 from delayline.transports.embedded import EmbeddedRedis
