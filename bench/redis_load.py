@@ -50,6 +50,8 @@ def snapshot(client: redis.Redis) -> dict[str, Any]:
         "latest_fork_usec": int(info["latest_fork_usec"]),
         "used_memory": int(info["used_memory"]),
         "rss": int(info["used_memory_rss"]),
+        # Scripts' heap: not part of used_memory, but of the resident memory.
+        "lua": int(info["used_memory_lua"]),
         "allocator": str(info["mem_allocator"]),
         "run_id": str(info["run_id"]),
         "lateness": {
@@ -78,6 +80,7 @@ def cost(before: dict[str, Any], after: dict[str, Any], messages: int) -> dict[s
         "latest_fork_ms": round(after["latest_fork_usec"] / 1000, 1),
         "used_memory_mb": round(after["used_memory"] / 2**20, 1),
         "rss_mb": round(after["rss"] / 2**20, 1),
+        "lua_memory_mb": round(after["lua"] / 2**20, 1),
         "allocator": after["allocator"],
         # Upper bounds of the buckets the quantiles fall in; None without a histogram.
         "service_lateness": {

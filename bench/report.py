@@ -189,7 +189,7 @@ def redis_load_table(found: Found) -> str:
         return "*Not run.*"
     header = ["system", "workload", "Redis main thread CPU s", "µs per message",
               "msg/s at one core", "AOF rewrite forks", "last fork ms",
-              "used / resident MB after", "costliest commands (ms)",
+              "used / Lua / resident MB after", "costliest commands (ms)",
               "scheduler's own p99 ms, at most"]  # fmt: skip
     return _rows(header, rows)
 
@@ -204,8 +204,14 @@ def _load_row(system: str, name: str, load: dict[str, Any]) -> list[Any]:
                     list(load["top_commands"].items())[:3])  # fmt: skip
     return [system, name, load["main_cpu_s"], per_message,
             round(1e6 / per_message) if per_message else None, load["forks"],
-            load["latest_fork_ms"], f"{load['used_memory_mb']:,.0f} / {load['rss_mb']:,.0f}",
+            load["latest_fork_ms"], _memory_cell(load),
             top, (load.get("service_lateness") or {}).get("p99_ms_at_most")]  # fmt: skip
+
+
+def _memory_cell(load: dict[str, Any]) -> str:
+    lua = load.get("lua_memory_mb")  # results before it was recorded have none
+    lua_part = "?" if lua is None else f"{lua:,.0f}"
+    return f"{load['used_memory_mb']:,.0f} / {lua_part} / {load['rss_mb']:,.0f}"
 
 
 def idle_table(found: Found) -> str:

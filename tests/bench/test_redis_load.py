@@ -22,6 +22,7 @@ def test_cost_counts_the_commands_run_between_snapshots(raw_redis: redis.Redis[b
     # main_cpu_s is rounded to 10 ms: the two agree within that.
     assert abs(cost["main_us_per_message"] - cost["main_cpu_s"] * 1e6 / 300) <= 0.005e6 / 300
     assert cost["used_memory_mb"] <= cost["rss_mb"] + 1
+    assert cost["lua_memory_mb"] == round(raw_redis.info("memory")["used_memory_lua"] / 2**20, 1)
     assert len(cost["top_commands"]) <= redis_load.TOP_COMMANDS
     assert cost["service_lateness"]["delivered"] == 0
 

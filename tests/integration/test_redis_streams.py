@@ -281,6 +281,22 @@ def test_inbound_offsets_reads_and_trim(streams: RedisStreams, raw_redis: redis.
     assert [e.decode() for e, _ in raw_redis.xrange(keys.INBOUND)] == entry_ids[3:]
 
 
+def test_planning_through_a_backlog_does_not_grow_redis_lua_heap(
+    streams: RedisStreams, raw_redis: redis.Redis
+) -> None:
+    # Each planned batch of a backlog copies its entries into Lua; uncollected,
+    # those copies piled up to 100 MB of Lua heap while 1M sends were loaded.
+    pipe = raw_redis.pipeline(transaction=False)
+    for n in range(20_000):
+        pipe.xadd(keys.INBOUND, {b"op": b"send", b"body": f"message {n:08}".encode()})
+    first, *_, last = (entry_id.decode() for entry_id in pipe.execute())
+    lua_before = int(raw_redis.info("memory")["used_memory_lua"])
+    for _ in range(20):
+        assert streams.inbound_last_id_within("0-0", 15_000) not in (None, first, last)
+    grown = int(raw_redis.info("memory")["used_memory_lua"]) - lua_before
+    assert grown < 1_000_000, f"Redis's Lua heap grew by {grown} bytes"
+
+
 def test_the_pause_gate_holds_until_the_flag_is_gone(
     streams: RedisStreams, redis_url: str, raw_redis: redis.Redis
 ) -> None:
