@@ -25,6 +25,8 @@ capacity       5k..25k msg/s, 20 s steps after a 10 s warm-up      delayline, zs
 pending-heavy  10k, 100k, 1M pending (10M with --long); PSS        delayline, zset
 idle           1M pending, no traffic, 60 s: CPU cores and PSS     delayline, zset
 recovery       SIGKILL and restart with 1M pending                 delayline, zset
+steady-shadow  steady, plus as many raw records due 1-2 h ahead    delayline
+               (an experiment: only when named in --workloads)
 
 The job-queue peers (celery, dramatiq, arq, rq) run steady and burst only.
 """
@@ -47,6 +49,7 @@ from bench.plans import (
     STEADY_RATE,
     WORKLOADS,
     Step,
+    default_workloads,
     plan,
     session_estimate_s,
     sessions_for,
@@ -246,11 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return _report(args.out, send_many.run(args.messages, args.chunk, args.delay_ms))
     out = args.out or RESULTS / ("quick" if args.quick else "full")
-    names = (
-        args.workloads.split(",")
-        if args.workloads
-        else [name for name in WORKLOADS if args.long or name not in LONG_ONLY]
-    )
+    names = args.workloads.split(",") if args.workloads else default_workloads(args.long)
     unknown = sorted(set(names) - set(WORKLOADS))
     if unknown:
         parser.error(f"unknown workloads: {', '.join(unknown)}")

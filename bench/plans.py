@@ -4,7 +4,9 @@ Who runs what: delayline and the zset baseline run every workload; the job-queue
 peers (Celery, dramatiq, arq, rq) run ``steady`` and ``burst`` only (their
 producers and workers cannot sustain the other workloads' loads on 2 cores, and
 each of their runs would cost minutes of timeouts); ``steady-raw`` is
-delayline's alone (raw records are its wire format).
+delayline's alone (raw records are its wire format), and so is
+``steady-shadow``, an experiment that runs only when named (see
+``workloads.steady``).
 
 A *session* runs its steps, in order, on one freshly started system with fresh
 Redis servers. A system runs two sessions:
@@ -55,9 +57,19 @@ WORKLOADS = [
     "pending-heavy",
     "idle",
     "recovery",
+    "steady-shadow",
 ]
 #: Only with --long.
 LONG_ONLY = {"burst-500k"}
+#: Experiments, run only when named in --workloads.
+ON_REQUEST = {"steady-shadow"}
+
+
+def default_workloads(long: bool = False) -> list[str]:
+    """What ``python -m bench run`` runs without --workloads, in order."""
+    skipped = ON_REQUEST if long else ON_REQUEST | LONG_ONLY
+    return [name for name in WORKLOADS if name not in skipped]
+
 
 OURS = ("delayline", "zset")
 EVERYONE = (*OURS, *PEERS)
@@ -103,8 +115,11 @@ def _settle(system: str, settle_s: float, count: float) -> float:
 def _steady(name: str, rank: int, rate: float, duration_s: float, delays: tuple[float, float],
             settle_s: float, systems: tuple[str, ...]) -> Step:  # fmt: skip
     run = partial(workloads.steady, rate=rate, duration_s=duration_s, min_delay_s=delays[0],
-                  max_delay_s=delays[1], settle_s=settle_s, raw=name == "steady-raw")  # fmt: skip
-    return Step(name, name, run, systems, "main", (0, rank),
+                  max_delay_s=delays[1], settle_s=settle_s, raw=name == "steady-raw",
+                  shadow=name == "steady-shadow")  # fmt: skip
+    # The shadow's far-future records stay pending: a session of its own.
+    session = "shadow" if name == "steady-shadow" else "main"
+    return Step(name, name, run, systems, session, (0, rank),
                 lambda s: duration_s + delays[1] + _settle(s, settle_s, rate * duration_s) + 1,
                 params=dict(run.keywords))  # fmt: skip
 
@@ -184,6 +199,7 @@ def plan(
         _burst("burst", 0, 50_000, 5, workloads.SETTLE_S, EVERYONE),
         _steady("steady", 2, rate, 60, STEADY_DELAY_S, workloads.SETTLE_S, EVERYONE),
         _steady("steady-raw", 3, rate, 60, STEADY_DELAY_S, workloads.SETTLE_S, ("delayline",)),
+        _steady("steady-shadow", 0, rate, 60, STEADY_DELAY_S, workloads.SETTLE_S, ("delayline",)),
         _capacity(rates or CAPACITY_RATES, 20, 10, STEADY_DELAY_S, workloads.SETTLE_S),
         *(_pending_heavy(n, 1_000, 20, (1, 10), workloads.SETTLE_S) for n in sizes),
         _idle(idle_pending, 60),

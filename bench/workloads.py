@@ -174,6 +174,10 @@ class Bench:
         }
 
 
+def _far_ms(rng: random.Random) -> Callable[[], int]:
+    return lambda: rng.randint(*FAR_DELAY_MS)
+
+
 def _uniform_ms(bench: Bench, low_s: float, high_s: float) -> Callable[[], int]:
     low, high = int(low_s * 1000), int(high_s * 1000)
     return lambda: bench.rng.randint(low, high)
@@ -230,23 +234,39 @@ def steady(
     max_delay_s: float,
     settle_s: float = SETTLE_S,
     raw: bool = False,
+    shadow: bool = False,
 ) -> dict[str, Any]:
     """``rate`` messages/s for ``duration_s``, delays uniform in [min, max] s.
 
     ``raw``: written as raw v1 records with plain XADD (steady-raw) instead of the
     system's producer API. Lateness is also scored below and above 10 s of delay.
+    ``shadow`` (steady-shadow, an experiment): the system's API as in steady, and
+    meanwhile as many raw records a second due 1-2 h ahead, not scored: the
+    input steady-raw makes the scheduler read, without the deliveries.
     """
-    name = "steady-raw" if raw else "steady"
+    name = "steady-shadow" if shadow else "steady-raw" if raw else "steady"
+    shadowing = threading.Thread(
+        target=bench.produce,
+        args=("shadow", rate, duration_s, _far_ms(random.Random(bench.rng.random()))),
+        kwargs={"raw": True},
+        daemon=True,
+    )
     with bench.sampler() as sampler:
+        if shadow:
+            shadowing.start()
         produced = bench.produce(
             name, rate, duration_s, _uniform_ms(bench, min_delay_s, max_delay_s), raw=raw
         )
+        if shadow:
+            shadowing.join()
+            bench.pending += int(rate * duration_s)
         bench.wait_settled(produced.due, timeout_s=settle_s)
+    producer = "raw XADD" if raw else "SDK / own API"
     params = {
         "rate": rate,
         "duration_s": duration_s,
         "delay_s": [min_delay_s, max_delay_s],
-        "producer": "raw XADD" if raw else "SDK / own API",
+        "producer": producer + (", and as many raw XADD due 1-2 h ahead" if shadow else ""),
         "settle_s": settle_s,
     }
     result = _result(name, params, produced.due, bench, sampler, produced.achieved)

@@ -9,6 +9,7 @@ from bench.plans import (
     PENDING_SIZES,
     WORKLOADS,
     Step,
+    default_workloads,
     plan,
     session_estimate_s,
     sessions_for,
@@ -34,6 +35,7 @@ def test_the_full_plan_is_the_documented_one() -> None:
         "max_delay_s": 45,
         "settle_s": 20,
         "raw": False,
+        "shadow": False,
     }
     assert step(steps, "steady-raw")["raw"] is True
     assert step(steps, "burst")["count"] == 50_000
@@ -51,14 +53,15 @@ def test_the_full_plan_is_the_documented_one() -> None:
 
 def test_sessions_share_a_system_and_the_backlog_grows() -> None:
     steps = plan()
-    assert names(sessions_for("delayline", WORKLOADS, steps)) == [
+    assert names(sessions_for("delayline", default_workloads(), steps)) == [
         ["burst", "steady", "steady-raw", "capacity"],
         ["pending-heavy-10000", "pending-heavy-100000", "idle", "pending-heavy-1000000",
          "recovery-1000000"],
     ]  # fmt: skip
-    assert names(sessions_for("zset", WORKLOADS, steps))[0] == ["burst", "steady", "capacity"]
+    zset = names(sessions_for("zset", default_workloads(), steps))
+    assert zset[0] == ["burst", "steady", "capacity"]
     for peer in PEERS:
-        assert names(sessions_for(peer, WORKLOADS, steps)) == [["burst"], ["steady"]]
+        assert names(sessions_for(peer, default_workloads(), steps)) == [["burst"], ["steady"]]
     # A larger pending-heavy size comes after recovery's kill: on a fresh system.
     long = plan(long=True)
     assert names(sessions_for("delayline", ["pending-heavy", "recovery"], long)) == [
@@ -68,12 +71,23 @@ def test_sessions_share_a_system_and_the_backlog_grows() -> None:
     ]  # fmt: skip
 
 
+def test_the_shadow_experiment_runs_only_when_named_in_a_session_of_its_own() -> None:
+    steps = plan()
+    assert "steady-shadow" not in default_workloads(long=True)
+    assert step(steps, "steady-shadow")["shadow"] is True
+    assert names(sessions_for("delayline", ["steady", "steady-shadow"], steps)) == [
+        ["steady"],
+        ["steady-shadow"],
+    ]
+    assert sessions_for("zset", ["steady-shadow"], steps) == []
+
+
 def test_the_full_plan_fits_in_40_minutes() -> None:
     steps = plan()
     total = sum(
         seconds
         for system in SYSTEMS
-        for session in sessions_for(system, WORKLOADS, steps)
+        for session in sessions_for(system, default_workloads(), steps)
         for _, seconds in session_estimate_s(system, session)
     )
     assert total < 40 * 60
