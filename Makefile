@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[server,test]"
 	touch $@
 
 ## run: start delayline with an embedded Redis on 127.0.0.1:6390 (ARGS="..." for options)
@@ -33,7 +33,7 @@ bench-quick: .venv-bench/.installed
 .venv-bench/.installed: pyproject.toml
 	$(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install --quiet --upgrade pip
-	.venv-bench/bin/python -m pip install --quiet -e ".[bench]"
+	.venv-bench/bin/python -m pip install --quiet -e ".[server,bench]"
 	touch $@
 
 clean:

@@ -24,8 +24,7 @@ import psutil
 import pytest
 import redis
 
-from delayline.api.server import DEFAULT_API_PORT
-from delayline.transports.embedded import DEFAULT_PORT as DEFAULT_REDIS_PORT
+from delayline.defaults import DEFAULT_API_PORT, DEFAULT_REDIS_PORT
 from delayline.transports.embedded import EmbeddedRedis
 
 #: Set (to a fresh token) in this pytest process; every process the tests start inherits it.

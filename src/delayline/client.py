@@ -15,13 +15,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from delayline import operations, timing
+from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
 from delayline.errors import ValidationError
 from delayline.model import Message, message_from
 from delayline.operations import Plan
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
-from delayline.transports.redis_streams import DEFAULT_PATIENCE_MS, DEFAULT_REDIS_URL, RedisStreams
+from delayline.transports.redis_streams import DEFAULT_PATIENCE_MS, RedisStreams
 from delayline.validation import Limits
 
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Literal
 
 from delayline import ids
-from delayline.timing import from_epoch_ms
+from delayline.timing import format_time, from_epoch_ms
 
 State = Literal["pending", "delivered", "cancelled", "rejected", "unknown"]
 
@@ -52,6 +52,20 @@ class MessageStatus:
     def delivered_at(self) -> datetime | None:
         """When it was written to its topic, UTC; None unless delivered."""
         return None if self.delivered_at_ms is None else from_epoch_ms(self.delivered_at_ms)
+
+    def to_json(self) -> dict[str, str | int | None]:
+        """The JSON form shared by ``delayline status --json`` and ``GET /messages/{id}``:
+        each time as epoch ms and as RFC 3339 UTC."""
+        delivered_ms = self.delivered_at_ms
+        return {
+            "id": self.id,
+            "state": self.state,
+            "deliver_at": format_time(self.deliver_at_ms),
+            "deliver_at_ms": self.deliver_at_ms,
+            "delivered_at": None if delivered_ms is None else format_time(delivered_ms),
+            "delivered_at_ms": delivered_ms,
+            "reason": self.reason,
+        }
 
 
 def infer_status(

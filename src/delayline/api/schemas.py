@@ -162,16 +162,7 @@ class StatusOut(BaseModel):
 
     @classmethod
     def of(cls, status: MessageStatus) -> StatusOut:
-        delivered_ms = status.delivered_at_ms
-        return cls(
-            id=status.id,
-            state=status.state,
-            deliver_at=timing.format_time(status.deliver_at_ms),
-            deliver_at_ms=status.deliver_at_ms,
-            delivered_at=None if delivered_ms is None else timing.format_time(delivered_ms),
-            delivered_at_ms=delivered_ms,
-            reason=status.reason,
-        )
+        return cls.model_validate(status.to_json())
 
 
 class CancelledOut(BaseModel):

@@ -9,11 +9,8 @@ from dataclasses import dataclass
 import uvicorn
 from fastapi import FastAPI
 
+from delayline.defaults import DEFAULT_API_HOST, DEFAULT_API_PORT
 from delayline.errors import ConfigurationError
-
-#: Where ``delayline run`` and ``delayline api`` serve the API by default.
-DEFAULT_API_HOST = "127.0.0.1"
-DEFAULT_API_PORT = 8470
 
 
 @dataclass(frozen=True)

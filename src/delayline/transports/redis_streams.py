@@ -22,13 +22,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from delayline import ids
+from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.errors import ConnectError, TransportError
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.timing import now_ms
 from delayline.transports import keys, redis_scripts
-
-#: Where ``delayline run`` serves its embedded Redis, and what Client() connects to.
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6390/0"
 
 #: How long sink and ingest markers outlive their last write (7 days, in s).
 MARKER_TTL_S = 7 * 24 * 3600

@@ -1,0 +1,128 @@
+"""The layers of the package, checked so that a stray import fails here rather
+than on a user's machine: the pure core by reading its imports (importing it
+would run the package's ``__init__``, the client's), the client by importing it
+in a fresh interpreter in which the server's packages cannot be imported."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import delayline
+from delayline.cli import SERVER_MODULES
+
+#: The pure core: the message model, validation, ids, time and wheel math, the
+#: sans-IO plans. No I/O library, no server part.
+PURE_CORE = (
+    "delayline.chunking",
+    "delayline.defaults",
+    "delayline.errors",
+    "delayline.ids",
+    "delayline.metrics",
+    "delayline.model",
+    "delayline.operations",
+    "delayline.retry",
+    "delayline.scheduler.quiet",
+    "delayline.status",
+    "delayline.timing",
+    "delayline.validation",
+)
+#: What ``pip install delayline`` gives: the SDK, the consumer and the client CLI.
+CLIENT = ("delayline", "delayline.client", "delayline.async_client", "delayline.cli")
+#: Packages of delayline that belong to the server extra.
+SERVER_PARTS = frozenset({"delayline.api", "delayline.scheduler", "delayline.service"})
+IO_MODULES = frozenset({"redis", "click", "socket", "asyncio", "subprocess", "httpx"})
+SOURCE = Path(delayline.__file__).parent
+
+
+def imports_of(module: str) -> set[str]:
+    """The modules that ``module``'s source imports, by absolute name (each
+    ``from package import name`` counted as both ``package`` and ``package.name``)."""
+    path = SOURCE.joinpath(*module.split(".")[1:])
+    source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def is_delayline_module(name: str) -> bool:
+    path = SOURCE.joinpath(*name.split(".")[1:])
+    return name.startswith("delayline.") and (path.is_dir() or path.with_suffix(".py").exists())
+
+
+def run_blocked(blocked: frozenset[str], code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a new interpreter in which importing ``blocked`` (or below) fails
+    as if it were not installed."""
+    prelude = textwrap.dedent(
+        f"""
+        import importlib.abc, sys
+        BLOCKED = {sorted(blocked)!r}
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        sys.meta_path.insert(0, Block())
+        """
+    )
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_pure_core_imports_no_io_and_no_server_part() -> None:
+    seen: set[str] = set()
+    todo = list(PURE_CORE)
+    while todo:
+        module = todo.pop()
+        seen.add(module)
+        for name in imports_of(module):
+            top = name.partition(".")[0]
+            assert top not in SERVER_MODULES | IO_MODULES, f"{module} imports {name}"
+            assert not any(name.startswith(part) for part in SERVER_PARTS - {"delayline.scheduler"})
+            if is_delayline_module(name) and name not in seen:
+                todo.append(name)
+    # What the core reaches beyond itself is data: key names and script texts.
+    assert seen - set(PURE_CORE) <= {
+        "delayline.transports",
+        "delayline.transports.keys",
+        "delayline.transports.redis_scripts",
+    }
+
+
+def test_the_client_imports_no_server_package() -> None:
+    code = "\n".join(f"import {module}" for module in CLIENT)
+    done = run_blocked(SERVER_MODULES | SERVER_PARTS, code)
+    assert done.returncode == 0, done.stderr
+
+
+def test_client_commands_work_without_the_server_extra() -> None:
+    done = run_blocked(
+        SERVER_MODULES,
+        """
+        from delayline.cli import main
+        main(["send", "--help"])
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage: " in done.stdout
+    assert "send" in done.stdout
+
+
+def test_server_commands_without_the_extra_name_it_in_one_line() -> None:
+    for command in ("run", "api"):
+        done = run_blocked(SERVER_MODULES, f"from delayline.cli import main; main([{command!r}])")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"error: `delayline {command}` needs the server extra: ")
+        assert "pip install 'delayline[server]'" in done.stderr
