@@ -188,6 +188,11 @@ def main() -> None:
     show_default=True,
     help="Seconds between progress lines.",
 )
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Show Spark's own output here too, instead of only in <data-dir>/spark.log.",
+)
 @one_line_errors
 def run(
     redis_url: str | None,
@@ -198,6 +203,7 @@ def run(
     no_api: bool,
     api_token: str | None,
     progress_interval: float,
+    verbose: bool,
     **tuning: Any,
 ) -> None:
     """Run the scheduler (and the HTTP API), with an embedded Redis unless --redis-url.
@@ -221,6 +227,7 @@ def run(
         api=None if no_api else ApiOptions(api_host, api_port, api_token),
         progress_interval_s=progress_interval,
         echo=click.echo,
+        verbose=verbose,
     )
 
 
@@ -411,7 +418,7 @@ def stats(redis_url: str, as_json: bool) -> None:
         click.echo(
             json.dumps(
                 {
-                    "stats": metrics.stats,
+                    **metrics.counters,
                     "pending": metrics.pending,
                     "outbox": metrics.outbox,
                     "lateness_p50_ms": lateness[0.5],
@@ -421,15 +428,22 @@ def stats(redis_url: str, as_json: bool) -> None:
             )
         )
         return
-    for name in ("accepted", "delivered", "dropped", "rejected", "duplicates", "cancels"):
-        label = "cancelled" if name == "dropped" else name
-        click.echo(f"{label:<12}{metrics.stats.get(name, 0):>12,}")
-    click.echo(f"{'pending':<12}{metrics.pending:>12,}")
-    click.echo(f"{'  outbox':<12}{metrics.outbox:>12,}")
-    click.echo(f"lateness    p50 {format_bound(lateness[0.5])}  p99 {format_bound(lateness[0.99])}")
+    notes = {
+        "cancels_applied": "as each cancelled message's time comes",
+        "pending": "cancelled ones included until then",
+    }
+    rows = list(metrics.counters.items())
+    rows += [("pending", metrics.pending), ("  in the outbox", metrics.outbox)]
+    for name, count in rows:
+        note = notes.get(name)
+        click.echo(f"{name.replace('_', ' '):<18}{count:>12,}" + (f"  {note}" if note else ""))
+    click.echo(
+        f"{'lateness':<18}p50 {format_bound(lateness[0.5])}  p99 {format_bound(lateness[0.99])}"
+    )
     age = metrics.last_batch_age_ms
     click.echo(
-        "scheduler   " + ("never ran" if age is None else f"last batch {age / 1000:.1f} s ago")
+        f"{'scheduler':<18}"
+        + ("never ran" if age is None else f"last batch {age / 1000:.1f} s ago")
     )
 
 

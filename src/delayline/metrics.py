@@ -8,6 +8,7 @@ the same for delivery lateness and batch duration.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 #: Upper bounds (ms) of the buckets; a last "+Inf" bucket takes the rest.
 BUCKETS_MS: tuple[int, ...] = tuple(
@@ -54,15 +55,40 @@ def percentile_ms(histogram: Mapping[str, int], fraction: float) -> float | None
     return float("inf")
 
 
-#: Counters of ``delayline:stats``: name -> (metric name, help).
-COUNTERS = {
-    "accepted": ("delayline_messages_accepted_total", "Sends the scheduler accepted."),
-    "delivered": ("delayline_messages_delivered_total", "Messages written to their topic."),
-    "dropped": ("delayline_messages_cancelled_total", "Messages a cancel removed."),
-    "rejected": ("delayline_records_rejected_total", "Inbound records refused."),
-    "duplicates": ("delayline_duplicates_suppressed_total", "Repeated ids not delivered again."),
-    "cancels": ("delayline_cancels_received_total", "Cancel records the scheduler received."),
-}
+@dataclass(frozen=True)
+class Counter:
+    """A counter of the ``delayline:stats`` hash, named once for every interface."""
+
+    #: Its field in the hash.
+    field: str
+    #: Its name in ``delayline stats`` (underscores as spaces) and in its JSON.
+    name: str
+    #: Its Prometheus metric.
+    metric: str
+    help: str
+
+
+#: The counters, in the order ``delayline stats`` shows them. A cancel is
+#: recorded when the scheduler reads it and applied when its message's time
+#: comes: until then the message still counts as pending.
+COUNTERS = (
+    Counter("accepted", "accepted", "delayline_messages_accepted_total",
+            "Sends the scheduler accepted."),
+    Counter("delivered", "delivered", "delayline_messages_delivered_total",
+            "Messages written to their topic."),
+    Counter("rejected", "rejected", "delayline_records_rejected_total",
+            "Inbound records refused."),
+    Counter("duplicates", "duplicates", "delayline_duplicates_suppressed_total",
+            "Repeated ids not delivered again."),
+    Counter("cancels", "cancels_recorded", "delayline_cancels_recorded_total",
+            "Cancels the scheduler recorded; each is applied when its message's time comes."),
+    Counter("dropped", "cancels_applied", "delayline_cancels_applied_total",
+            "Messages a cancel removed, counted when their time came."),
+)  # fmt: skip
+#: What ``pending`` counts, in words.
+PENDING_HELP = (
+    "Accepted messages not yet delivered or removed: a cancelled one counts until its time comes."
+)
 
 
 def render_prometheus(
@@ -74,14 +100,14 @@ def render_prometheus(
 ) -> str:
     """The Prometheus text exposition (version 0.0.4) of delayline's metrics."""
     lines: list[str] = []
-    for name, (metric, help_text) in COUNTERS.items():
+    for counter in COUNTERS:
         lines += [
-            f"# HELP {metric} {help_text}",
-            f"# TYPE {metric} counter",
-            f"{metric} {stats.get(name, 0)}",
+            f"# HELP {counter.metric} {counter.help}",
+            f"# TYPE {counter.metric} counter",
+            f"{counter.metric} {stats.get(counter.field, 0)}",
         ]
     lines += [
-        "# HELP delayline_pending_messages Accepted messages not yet delivered or cancelled.",
+        f"# HELP delayline_pending_messages {PENDING_HELP}",
         "# TYPE delayline_pending_messages gauge",
         f"delayline_pending_messages {pending}",
         "# HELP delayline_outbox_messages Pending messages in the outbox (due within the horizon).",

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from delayline import ids
 from delayline.chunking import chunk_end
-from delayline.metrics import render_prometheus
+from delayline.metrics import COUNTERS, render_prometheus
 from delayline.model import Cancel, Message
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus, infer_status
@@ -127,8 +127,14 @@ class Metrics:
     outbox: int = 0
 
     @property
+    def counters(self) -> dict[str, int]:
+        """Each counter by its public name (see metrics.COUNTERS)."""
+        return {counter.name: self.stats.get(counter.field, 0) for counter in COUNTERS}
+
+    @property
     def pending(self) -> int:
-        """Accepted messages neither delivered, dropped by a cancel, nor duplicates."""
+        """Accepted messages neither delivered, removed by a cancel, nor duplicates: a
+        cancelled message counts until its time comes and the cancel is applied."""
         s = self.stats
         return s.get("accepted", 0) - sum(
             s.get(k, 0) for k in ("delivered", "dropped", "duplicates")

@@ -23,6 +23,8 @@ from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
 from delayline.transports.embedded import EmbeddedRedis
 from delayline.transports.redis_streams import RedisStreams
 
+#: Spark's output, in the data directory, unless ``delayline run --verbose``.
+SPARK_LOG = "spark.log"
 #: How often the loop checks that the query is alive, in s.
 _WATCH_INTERVAL_S = 0.5
 #: How often a wait for Redis says so on the console, in s.
@@ -49,8 +51,12 @@ def run_service(
     api: ApiOptions | None,
     progress_interval_s: float,
     echo: Callable[[str], None],
+    verbose: bool = False,
 ) -> None:
     """Run until SIGINT or SIGTERM, then finish the current batch and stop.
+
+    Spark's own output (its JVM's and its workers') goes to
+    ``<data_dir>/spark.log``, or with ``verbose`` to this process's console.
 
     With ``embedded_port`` set, start an embedded Redis on it (files in
     ``<data_dir>/redis``) and ignore ``settings.redis_url``. With ``api`` set,
@@ -82,7 +88,10 @@ def run_service(
             api_server.start()
             cleanup.callback(api_server.stop)
             echo(f"http api  {api_server.url} (auth {'on' if api.token else 'off'})")
-        scheduler = Scheduler(settings)
+        spark_log = None if verbose else settings.data_dir.resolve() / SPARK_LOG
+        if spark_log is not None:
+            echo(f"spark log {spark_log}")
+        scheduler = Scheduler(settings, spark_log)
         cleanup.callback(scheduler.stop)
         master = resolve_master(settings) or "the spark-submit master"
         echo(f"starting the scheduler on Spark {master} ...")

@@ -142,12 +142,25 @@ def test_stats(redis_url: str) -> None:
     sink(redis_url, delivered(shipped, body=b"hello"))
     text = invoke(redis_url, "stats")
     assert text.exit_code == 0
-    assert "delivered              1\n" in text.output
-    assert "lateness    p50 <=" in text.output
-    assert "scheduler   never ran" in text.output
+    assert "delivered                    1\n" in text.output
+    assert "lateness          p50 <=" in text.output
+    assert "scheduler         never ran" in text.output
     data = json.loads(invoke(redis_url, "stats", "--json").output)
-    assert data["stats"]["delivered"] == 1
+    assert data["delivered"] == 1
     assert data["lateness_p50_ms"] is not None
+
+
+def test_stats_tell_a_recorded_cancel_from_an_applied_one(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    # Two sends cancelled, neither due yet: the scheduler has recorded both cancels.
+    raw_redis.hset(keys.STATS, mapping={"accepted": 3, "cancels": 2})
+    lines = invoke(redis_url, "stats").output.splitlines()
+    assert "cancels recorded             2" in lines
+    assert "cancels applied              0  as each cancelled message's time comes" in lines
+    assert "pending                      3  cancelled ones included until then" in lines
+    data = json.loads(invoke(redis_url, "stats", "--json").output)
+    assert (data["cancels_recorded"], data["cancels_applied"], data["pending"]) == (2, 0, 3)
 
 
 def test_levels() -> None:

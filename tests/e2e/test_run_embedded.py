@@ -75,6 +75,14 @@ def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
         assert service.terminate(timeout_s=60) == 0
         assert time.monotonic() - started < 60
         assert "stopped" in service.output
+        # The console has delayline's own lines only; Spark's output is in its log.
+        spark_log = (data_dir / "spark.log").resolve()
+        assert f"spark log {spark_log}" in service.output
+        assert "Using incubator modules" in spark_log.read_text()
+        own = ("redis ", "data dir ", "http api ", "spark log ", "starting the scheduler ",
+               "scheduler running ", "accepted ", "stopping: ", "stopped")  # fmt: skip
+        strangers = [line for line in service.output.splitlines() if not line.startswith(own)]
+        assert strangers == []
         assert not port_open(port), "the embedded Redis outlived delayline run"
         assert not port_open(api_port), "the HTTP API outlived delayline run"
         # A clean stop leaves nothing behind: no Python worker, no redis-server.

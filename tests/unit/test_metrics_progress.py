@@ -62,7 +62,8 @@ def test_prometheus_text() -> None:
     )
     text = scraped.prometheus()
     assert "delayline_messages_accepted_total 5\n" in text
-    assert "delayline_messages_cancelled_total 1\n" in text
+    assert "delayline_cancels_applied_total 1\n" in text
+    assert "delayline_cancels_recorded_total 0\n" in text
     assert "delayline_pending_messages 1\n" in text
     assert 'delayline_lateness_seconds_bucket{le="0.05"} 0\n' in text
     assert 'delayline_lateness_seconds_bucket{le="0.1"} 2\n' in text

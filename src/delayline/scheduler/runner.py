@@ -6,6 +6,7 @@ import contextlib
 import time
 import uuid
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError
@@ -30,8 +31,11 @@ _DRAIN_PATIENCE_MS = 2_000
 class Scheduler:
     """The Spark scheduling query, owned by this process."""
 
-    def __init__(self, settings: SchedulerSettings) -> None:
+    def __init__(self, settings: SchedulerSettings, spark_log: Path | None = None) -> None:
+        """``spark_log``: where a Spark JVM started here, and its workers, write their
+        output (None: this process's stdout and stderr)."""
         self.settings = settings
+        self._spark_log = spark_log
         self._run_token = uuid.uuid4().hex
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
@@ -57,7 +61,7 @@ class Scheduler:
         ConfigurationError or SchedulerError.
         """
         self._pump.start()
-        self._spark = build_session(self.settings)
+        self._spark = build_session(self.settings, self._spark_log)
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
         except (PySparkException, Py4JError) as exc:

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -84,10 +85,41 @@ def runs_locally(settings: SchedulerSettings) -> bool:
     return (resolve_master(settings) or "").startswith("local")
 
 
-def build_session(settings: SchedulerSettings) -> SparkSession:
+@contextlib.contextmanager
+def children_write_to(log_path: Path | None) -> Iterator[None]:
+    """While the block runs, point this process's stdout and stderr at ``log_path``
+    (appended to), so that a child started meanwhile writes there for good.
+
+    The driver JVM is such a child, and every Python worker it starts inherits
+    its output: their warnings and chatter go to the log, not the console.
+    None: no change.
+    """
+    if log_path is None:
+        yield
+        return
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, original in enumerate(saved, start=1):
+            os.dup2(original, fd)
+            os.close(original)
+
+
+def build_session(settings: SchedulerSettings, spark_log: Path | None = None) -> SparkSession:
     """Start (or reuse) the Spark session for ``settings.master``.
 
-    Raises JavaNotFoundError before Spark would fail with a Py4J trace.
+    A JVM started here writes its output, and its workers theirs, to
+    ``spark_log`` (None: this process's stdout and stderr). Raises
+    JavaNotFoundError before Spark would fail with a Py4J trace.
     """
     check_java()
     # Workers must run this interpreter (the one with delayline installed), not
@@ -107,7 +139,22 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
     builder = SparkSession.builder.master(master) if master else SparkSession.builder
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # this process starts the driver JVM
         builder = builder.config("spark.driver.memory", settings.driver_memory)
-    spark = (
+    with children_write_to(spark_log):
+        spark = _configured(builder, settings, java_options, scratch).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if local:
+        yield_cpu_to_the_fine_wheel(spark)
+    return spark
+
+
+def _configured(
+    builder: SparkSession.Builder,
+    settings: SchedulerSettings,
+    java_options: list[str],
+    scratch: Path,
+) -> SparkSession.Builder:
+    """``builder`` with delayline's Spark configuration."""
+    return (
         builder.appName("delayline")
         .config("spark.driver.extraJavaOptions", " ".join(java_options))
         .config("spark.ui.enabled", "false")
@@ -134,12 +181,7 @@ def build_session(settings: SchedulerSettings) -> SparkSession:
         .config(
             "spark.hadoop.fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.RawLocalFs"
         )
-        .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("WARN")
-    if local:
-        yield_cpu_to_the_fine_wheel(spark)
-    return spark
 
 
 #: The nice value of a local Spark JVM: the pump and Redis keep 0.
