@@ -32,6 +32,7 @@ from delayline.errors import ConfigurationError, DelaylineError, ValidationError
 from delayline.metrics import percentile_ms
 from delayline.progress import format_bound
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
+from delayline.scheduler.settings import SchedulerSettings, run_options
 
 #: Exit codes: 1 for a runtime failure, 2 for bad usage, input or configuration.
 EXIT_FAILURE = 1
@@ -95,6 +96,19 @@ def server_extra(command: str) -> Iterator[None]:
         ) from exc
 
 
+def scheduler_options(command: F) -> F:
+    """One option per setting of the scheduler (``SchedulerSettings``), with its
+    default, so that the two cannot drift apart. An option not given is None:
+    the setting keeps its default."""
+    for setting in reversed(run_options()):
+        default = "" if setting.default is None else f" [default: {setting.default}]"
+        command = click.option(
+            setting.flag, setting.name, type=setting.type, default=None,
+            help=setting.help + default,
+        )(command)  # fmt: skip
+    return command
+
+
 def fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(EXIT_FAILURE)
@@ -127,56 +141,7 @@ def main() -> None:
     show_default=True,
     help="Redis AOF, Spark checkpoint and state.",
 )
-@click.option("--master", default=None, help="Spark master [default: local[2,4]].")
-@click.option(
-    "--checkpoint",
-    default=None,
-    help="Checkpoint URI (hdfs://, s3a://) [default: <data-dir>/checkpoint].",
-)
-@click.option("--tick-ms", type=int, default=None, help="Wheel slot width [default: 500].")
-@click.option("--shards", type=int, default=None, help="State keys per slot [default: 4].")
-@click.option(
-    "--coarse-after-ms",
-    type=int,
-    default=None,
-    help="Messages due further ahead wait in coarse slots [default: 300000].",
-)
-@click.option(
-    "--coarse-tick-ms", type=int, default=None, help="Coarse slot width [default: 60000]."
-)
-@click.option(
-    "--cascade-lead-ms",
-    type=int,
-    default=None,
-    help="Coarse slots hand down this early [default: 120000].",
-)
-@click.option(
-    "--partitions",
-    "state_partitions",
-    type=int,
-    default=None,
-    help="State partitions, fixed per checkpoint [default: 2].",
-)
-@click.option("--trigger-ms", type=int, default=None, help="Micro-batch interval [default: 500].")
-@click.option(
-    "--lead-ms",
-    "fire_lead_ms",
-    type=int,
-    default=None,
-    help="The horizon: fire slots this early, and send what is due within it straight "
-    "to the outbox, which holds it until due [default: 60000].",
-)
-@click.option(
-    "--driver-memory",
-    default=None,
-    help="Heap of the Spark driver JVM, at least 512m [default: 512m].",
-)
-@click.option(
-    "--max-batch-rows",
-    type=int,
-    default=None,
-    help="Inbound records per batch at most [default: 50000].",
-)
+@scheduler_options
 @click.option("--api-host", default=DEFAULT_API_HOST, show_default=True, help="HTTP API address.")
 @click.option("--api-port", default=DEFAULT_API_PORT, show_default=True, help="HTTP API port.")
 @click.option("--no-api", is_flag=True, help="Do not serve the HTTP API.")
@@ -217,7 +182,6 @@ def run(
     # and work without them.
     with server_extra("run"):
         from delayline.api.server import ApiOptions
-        from delayline.scheduler.settings import SchedulerSettings
         from delayline.service import run_service
 
     settings = SchedulerSettings(data_dir=data_dir).with_overrides(redis_url=redis_url, **tuning)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from click.testing import CliRunner, Result
 
 from delayline.cli import main
 from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.scheduler.settings import run_options
 from delayline.timing import now_ms
 from delayline.transports import keys
 from tests.conftest import free_port
@@ -227,3 +229,21 @@ def test_api_command_serves_until_sigterm(redis_url: str) -> None:
         assert process.wait(30) == 0
         if process.stdout:
             process.stdout.close()
+
+
+def test_run_takes_every_scheduler_setting_and_the_readme_lists_it() -> None:
+    shown = CliRunner().invoke(main, ["run", "--help"], terminal_width=200).output
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = {
+        line.split("`")[1]: line.split("|")[2].strip().strip("`").replace(",", "")
+        for line in readme.splitlines()
+        if line.startswith("| `--")
+    }
+    for setting in run_options():
+        assert setting.flag in shown
+        assert setting.flag in rows, (
+            f"README's table of `delayline run` options lacks {setting.flag}"
+        )
+        if setting.default is not None:
+            assert f"[default: {setting.default}]" in shown
+            assert rows[setting.flag] == str(setting.default), setting.flag

@@ -44,6 +44,35 @@ def driver_memory_mb(size: str) -> int:
     return int(match.group(1)) * _UNIT_MB[match.group(2)]
 
 
+def option(default: Any, help: str, flag: str | None = None) -> Any:
+    """A field that ``delayline run`` takes as an option: ``--<name>`` (or ``flag``),
+    with ``help`` (what it does, in its unit) and the field's default."""
+    return field(default=default, metadata={"help": help, "flag": flag})
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """A setting as ``delayline run`` takes it."""
+
+    name: str
+    flag: str
+    type: type
+    default: Any
+    help: str
+
+
+def run_options() -> list[RunOption]:
+    """The settings that ``delayline run`` takes as options, in field order."""
+    found = []
+    for spec in fields(SchedulerSettings):
+        if "help" not in spec.metadata:
+            continue
+        flag = spec.metadata["flag"] or "--" + spec.name.replace("_", "-")
+        kind = int if isinstance(spec.default, int) else str
+        found.append(RunOption(spec.name, flag, kind, spec.default, spec.metadata["help"]))
+    return found
+
+
 @dataclass(frozen=True)
 class SchedulerSettings:
     """How the scheduler runs. Times are ms.
@@ -59,34 +88,52 @@ class SchedulerSettings:
 
     redis_url: str = DEFAULT_REDIS_URL
     data_dir: Path = Path("delayline-data")
-    #: Spark master; None means local[2,4], or spark-submit's master under spark-submit.
-    master: str | None = None
-    #: Where Spark keeps offsets and state; any Hadoop URI. None: <data_dir>/checkpoint.
-    checkpoint: str | None = None
-    #: Heap of the Spark driver JVM this process starts (``spark.driver.memory``; under
-    #: spark-submit, its own setting wins). The job keeps its state in RocksDB, off
-    #: the heap; Spark itself refuses less than 450m.
-    driver_memory: str = "512m"
-    tick_ms: int = 500
-    #: Messages due more than ``coarse_after_ms`` ahead wait in coarse slots of
-    #: ``coarse_tick_ms``, handed down ``cascade_lead_ms`` before they start.
-    coarse_tick_ms: int = 60_000
-    coarse_after_ms: int = 300_000
-    cascade_lead_ms: int = 120_000
-    shards: int = 4
-    state_partitions: int = 2
-    trigger_ms: int = 500
-    fire_lead_ms: int = HORIZON_MS
-    #: Longest time without a batch when idle: a safety net should a wakeup be lost.
-    #: At most the horizon, a lost wakeup fires its slot before its messages are due.
-    #: Each idle batch costs about a CPU-second on 2 cores.
-    idle_batch_ms: int = 60_000
-    max_batch_rows: int = 50_000
-    source_partitions: int = 2
-    #: A cancel is kept this long after its slot is due, for a message that arrives late.
-    cancel_retention_ms: int = 3_600_000
-    #: Delivered ids are remembered this long (dedupe by id, and status); 0 turns it off.
-    journal_retention_ms: int = 86_400_000
+    # The job keeps its state in RocksDB, off the heap; under spark-submit, its
+    # own spark.driver.memory wins.
+    master: str | None = option(
+        None,
+        "Spark master (spark://..., local-cluster[...]) [default: local[2,4], or "
+        "spark-submit's master under spark-submit].",
+    )
+    checkpoint: str | None = option(
+        None,
+        "Where Spark keeps offsets and state, any Hadoop URI (hdfs://, s3a://) "
+        "[default: <data-dir>/checkpoint].",
+    )
+    driver_memory: str = option("512m", "Heap of the Spark driver JVM, at least 512m.")
+    tick_ms: int = option(500, "Width of a wheel slot, ms. Pinned by the checkpoint.")
+    coarse_tick_ms: int = option(60_000, "Width of a coarse slot, ms. Pinned.")
+    coarse_after_ms: int = option(
+        300_000, "Messages due further ahead than this wait in coarse slots, ms. Pinned."
+    )
+    cascade_lead_ms: int = option(
+        120_000, "Coarse slots hand their messages down this early, ms. Pinned."
+    )
+    shards: int = option(
+        4, "State keys per slot, so that a burst due at one instant spreads out. Pinned."
+    )
+    state_partitions: int = option(2, "State partitions. Pinned.", flag="--partitions")
+    trigger_ms: int = option(500, "Micro-batch interval, ms.")
+    fire_lead_ms: int = option(
+        HORIZON_MS,
+        "The horizon, ms: fire slots this early, and send what is due within it straight "
+        "to the outbox, which holds it until due. Changes only with no batch in flight.",
+        flag="--lead-ms",
+    )
+    # A safety net should a wakeup be lost; at most the horizon, so that a lost
+    # wakeup still fires its slot before its messages are due.
+    idle_batch_ms: int = option(
+        60_000, "Longest time without a batch when idle, ms (each costs about a CPU-second)."
+    )
+    max_batch_rows: int = option(50_000, "Inbound records per batch at most.")
+    source_partitions: int = option(2, "Partitions an inbound batch is read in.")
+    cancel_retention_ms: int = option(
+        3_600_000, "How long a cancel is kept after its slot is due, for a late message, ms."
+    )
+    journal_retention_ms: int = option(
+        86_400_000,
+        "How long delivered ids are remembered (dedupe by id, and status), ms; 0: off.",
+    )
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
