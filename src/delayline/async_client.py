@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
+from delayline import operations
 from delayline.client import (
     DEFAULT_BATCH,
     DEFAULT_BLOCK_MS,
@@ -110,6 +111,18 @@ class AsyncClient(ClientBase):
             entries = await self._run(plans.claim()) if plans.claim_due() else []
             for entry in entries or await self._run(plans.read()):
                 yield AsyncDelivery(entry, policy, self.limits, self)
+
+    async def follow(
+        self, topic: str, *, block_ms: int = DEFAULT_BLOCK_MS, batch: int = DEFAULT_BATCH
+    ) -> AsyncIterator[DeliveryBase]:
+        """See :meth:`delayline.Client.follow`."""
+        after_id = "$"
+        policy = RetryPolicy()
+        while True:
+            plan = operations.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
+            for entry in await self._run(plan):
+                after_id = entry.entry_id
+                yield DeliveryBase(entry, policy, self.limits)
 
     async def close(self) -> None:
         """Release the connection pool."""

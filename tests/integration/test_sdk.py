@@ -367,3 +367,22 @@ def test_async_client_has_the_same_surface(redis_url: str, raw_redis: redis.Redi
     assert raw_redis.xpending("jobs", "g")["pending"] == 0
     assert len(inbound(raw_redis)) == 1 + 1  # send, cancel
     assert raw_redis.zcard(keys.OUTBOX) == 2 + 1  # send_many and retry: within the horizon
+
+
+def test_async_follow_sees_only_new_entries(redis_url: str, raw_redis: redis.Redis) -> None:
+    sink(redis_url, delivered(new_message_id(now_ms()), topic="watch"))  # before: not shown
+    fresh = new_message_id(now_ms())
+
+    async def scenario() -> str:
+        async with AsyncClient(redis_url) as sdk:
+            follower = sdk.follow("watch", block_ms=5_000)
+            first = asyncio.create_task(anext(follower))
+            # "$" means "after whatever is last when XREAD starts": wait until it blocks.
+            deadline = time.monotonic() + 10
+            while not any(c["cmd"] == "xread" for c in raw_redis.client_list()):
+                assert time.monotonic() < deadline, "the follower never blocked on XREAD"
+                await asyncio.sleep(0.01)
+            sink(redis_url, delivered(fresh, topic="watch"))
+            return (await asyncio.wait_for(first, 10)).id
+
+    assert asyncio.run(scenario()) == fresh
