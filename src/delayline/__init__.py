@@ -23,7 +23,7 @@ from delayline.errors import (
     ValidationError,
 )
 from delayline.model import Cancel, Message
-from delayline.operations import Metrics
+from delayline.plans.observing import Metrics
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.timing import LEVELS_MS

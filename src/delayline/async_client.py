@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from delayline import operations
 from delayline.client import (
     DEFAULT_BATCH,
     DEFAULT_BLOCK_MS,
@@ -19,7 +18,8 @@ from delayline.client import (
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
 from delayline.model import Message
-from delayline.operations import Metrics, Plan
+from delayline.plans import Plan, consuming
+from delayline.plans.observing import Metrics
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.transports.redis_streams import (
@@ -119,7 +119,7 @@ class AsyncClient(ClientBase):
         after_id = "$"
         policy = RetryPolicy()
         while True:
-            plan = operations.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
+            plan = consuming.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
             for entry in await self._run(plan):
                 after_id = entry.entry_id
                 yield DeliveryBase(entry, policy, self.limits)

@@ -1,6 +1,6 @@
 """The SDK: produce (send, send_many, cancel), ask (status), and consume.
 
-Every method is a plan from :mod:`delayline.operations` run in one pipelined
+Every method is a plan from :mod:`delayline.plans` run in one pipelined
 round trip; :mod:`delayline.async_client` runs the same plans with asyncio.
 """
 
@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from delayline import operations, timing
+from delayline import timing
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
 from delayline.errors import ValidationError
 from delayline.model import Message, message_from
-from delayline.operations import Plan
+from delayline.plans import Plan, consuming, observing, producing
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.transports.redis_streams import DEFAULT_PATIENCE_MS, RedisStreams
@@ -69,22 +69,22 @@ class ClientBase:
         message = Message.create(
             topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments
         )
-        return operations.send([message])
+        return producing.send([message])
 
     def _send_many_plan(self, messages: Iterable[Mapping[str, Any] | Message]) -> Plan[list[str]]:
         batch = message_batch(messages, now_ms=timing.now_ms(), limits=self.limits)
-        return operations.send(batch)
+        return producing.send(batch)
 
     def _cancel_plan(self, message_id: str) -> Plan[bool]:
-        return operations.cancel(
+        return producing.cancel(
             message_id, now_ms=timing.now_ms(), retention_ms=self.status_retention_ms
         )
 
     def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
-        return operations.status(message_id, now_ms=timing.now_ms())
+        return producing.status(message_id, now_ms=timing.now_ms())
 
-    def _metrics_plan(self) -> Plan[operations.Metrics]:
-        return operations.metrics(now_ms=timing.now_ms())
+    def _metrics_plan(self) -> Plan[observing.Metrics]:
+        return observing.metrics(now_ms=timing.now_ms())
 
     def _consumer(
         self,
@@ -94,8 +94,8 @@ class ClientBase:
         batch: int,
         block_ms: int,
         claim_idle_ms: int,
-    ) -> operations.Consumer:
-        return operations.Consumer(
+    ) -> consuming.Consumer:
+        return consuming.Consumer(
             topic,
             group,
             consumer or default_consumer_name(),
@@ -181,7 +181,7 @@ class Client(ClientBase):
         fires. Raises InvalidMessageIdError for a malformed id.
         """
         return self._run(
-            operations.cancel(
+            producing.cancel(
                 message_id, now_ms=timing.now_ms(), retention_ms=self.status_retention_ms
             )
         )
@@ -197,7 +197,7 @@ class Client(ClientBase):
         """
         return self._run(self._status_plan(message_id))
 
-    def metrics(self) -> operations.Metrics:
+    def metrics(self) -> observing.Metrics:
         """The scheduler's counters, lateness and batch-duration histograms, and heartbeat."""
         return self._run(self._metrics_plan())
 
@@ -234,7 +234,7 @@ class Client(ClientBase):
         after_id = "$"
         policy = RetryPolicy()
         while True:
-            plan = operations.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
+            plan = consuming.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
             for entry in self._run(plan):
                 after_id = entry.entry_id
                 yield DeliveryBase(entry, policy, self.limits)

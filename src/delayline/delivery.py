@@ -10,9 +10,10 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from delayline import operations, timing
+from delayline import timing
 from delayline.errors import ValidationError
-from delayline.operations import Entry, Plan
+from delayline.plans import Plan, consuming
+from delayline.plans.consuming import Entry
 from delayline.retry import RetryPolicy
 from delayline.timing import from_epoch_ms
 from delayline.validation import Limits, delay_ms_of
@@ -64,7 +65,7 @@ class DeliveryBase:
         return self.entry.number("attempt", 1)
 
     def _ack_plan(self) -> Plan[None]:
-        return operations.ack(self.entry)
+        return consuming.ack(self.entry)
 
     def _retry_plan(self, level: int | None, delay: timedelta | int | None) -> Plan[bool]:
         """Reschedule with ``attempt + 1``, or dead-letter once the policy is used up."""
@@ -73,15 +74,15 @@ class DeliveryBase:
         explicit_ms = timing.level_delay_ms(level) if level is not None else None
         if delay is not None:
             explicit_ms = delay_ms_of(delay)
-        delay_ms = operations.retry_delay(self.entry, self.retry_policy, explicit_ms)
+        delay_ms = consuming.retry_delay(self.entry, self.retry_policy, explicit_ms)
         now_ms = timing.now_ms()
         if delay_ms is None:
             reason = f"no retries left after {self.retry_policy.max_retries}"
-            plan = operations.dead_letter(self.entry, reason, now_ms=now_ms)
+            plan = consuming.dead_letter(self.entry, reason, now_ms=now_ms)
             return Plan(plan.commands, lambda _: False, plan.action, transaction=True)
-        message = operations.next_attempt(self.entry, delay_ms, now_ms=now_ms, limits=self.limits)
-        plan = operations.retry(self.entry, message)
+        message = consuming.next_attempt(self.entry, delay_ms, now_ms=now_ms, limits=self.limits)
+        plan = consuming.retry(self.entry, message)
         return Plan(plan.commands, lambda _: True, plan.action, transaction=True)
 
     def _dead_letter_plan(self, reason: str) -> Plan[None]:
-        return operations.dead_letter(self.entry, reason, now_ms=timing.now_ms())
+        return consuming.dead_letter(self.entry, reason, now_ms=timing.now_ms())

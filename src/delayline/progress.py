@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from delayline.metrics import diff_histogram, percentile_ms
-from delayline.operations import Metrics
+from delayline.plans.observing import Metrics
 
 
 def summary_line(older: Metrics, newer: Metrics) -> str:

@@ -15,7 +15,7 @@ from delayline.api.app import create_app
 from delayline.api.server import ApiOptions, ApiServer
 from delayline.client import Client
 from delayline.errors import ConnectError
-from delayline.operations import Metrics
+from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.session import resolve_master

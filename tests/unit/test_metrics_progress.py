@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from delayline.metrics import bucket_label, bucket_labels, diff_histogram, percentile_ms
-from delayline.operations import Metrics
+from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 
 

@@ -1,0 +1,145 @@
+"""Plans that produce: send (near path or inbound stream), status, cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from delayline import ids
+from delayline.chunking import chunk_end
+from delayline.model import Cancel, Message
+from delayline.plans import Command, Plan, xadd
+from delayline.status import MessageStatus, infer_status
+from delayline.timing import HORIZON_MS
+from delayline.transports import keys, redis_scripts
+
+
+def send(messages: list[Message]) -> Plan[list[str]]:
+    """Schedule the messages, all or none: each one due within the scheduler's horizon
+    straight into the outbox, every other one onto the inbound stream."""
+    commands = schedule(messages)
+    return Plan(
+        commands, lambda _: [message.id for message in messages], "send messages", transaction=True
+    )
+
+
+def status(message_id: str, *, now_ms: int) -> Plan[MessageStatus]:
+    """Read every record that tells what became of ``message_id``.
+
+    Raises InvalidMessageIdError for a malformed id.
+    """
+    due_ms = ids.deliver_at_ms_of(message_id)
+    commands: list[Command] = [
+        ("HGET", keys.journal(due_ms), message_id),
+        ("HGET", keys.rejected(due_ms), message_id),
+        ("HGET", keys.cancel_requests(due_ms), message_id),
+        ("HMGET", keys.HEARTBEAT, "last_batch_at_ms", "settled_at_ms"),
+    ]
+
+    def parse(replies: list[Any]) -> MessageStatus:
+        journal, rejected, cancel_requested, beats = replies
+        # An idle scheduler runs no batch; its source records when it found nothing due.
+        seen = [int(beat) for beat in beats if beat is not None]
+        return infer_status(
+            message_id,
+            journal=journal,
+            rejected=rejected,
+            cancel_requested=cancel_requested,
+            last_batch_at_ms=max(seen, default=None),
+            now_ms=now_ms,
+        )
+
+    return Plan(commands, parse, "read a message's status")
+
+
+def cancel(message_id: str, *, now_ms: int, retention_ms: int) -> Plan[bool]:
+    """Cancel ``message_id`` unless it was already delivered, rejected, or is unknown.
+
+    Writes the cancel record and a cancel request (for ``status``, kept
+    ``retention_ms`` past the message's due minute) in one transaction.
+    """
+    due_ms = ids.deliver_at_ms_of(message_id)
+
+    def decide(replies: list[Any]) -> bool | Plan[bool]:
+        current = status(message_id, now_ms=now_ms).parse(replies)
+        assert isinstance(current, MessageStatus)
+        if current.state == "cancelled":
+            return True
+        if current.state != "pending":
+            return False
+        requests = keys.cancel_requests(due_ms)
+        expire_at_s = (keys.bucket_end_ms(due_ms) + retention_ms) // 1000
+        commands: list[Command] = [
+            xadd(keys.INBOUND, Cancel(message_id, now_ms).to_record()),
+            ("HSET", requests, message_id, now_ms),
+            ("EXPIREAT", requests, expire_at_s),
+        ]
+        return Plan(commands, lambda _: True, "record a cancel", transaction=True)
+
+    return Plan(status(message_id, now_ms=now_ms).commands, decide, "read a message's status")
+
+
+#: Messages per near-path script call: a call's own cost in Redis is as large as a
+#: message's, and 200 hold Redis for a few milliseconds at most.
+NEAR_PER_CALL = 200
+
+#: Record bytes per near-path call, past which a call ends early (it keeps at least one).
+NEAR_BYTES_PER_CALL = 8 * 1024 * 1024
+
+
+def schedule(messages: list[Message]) -> list[Command]:
+    """The commands that schedule ``messages``: XADD to the inbound stream, or, for those
+    due within HORIZON_MS of their ``sent_at_ms``, the outbox script (which checks again,
+    by Redis's clock and against the horizon the scheduler published), up to
+    NEAR_PER_CALL of them a call, loaded before those calls in the same transaction.
+
+    A message past the horizon skips the script: it is written once, not twice. The
+    Spark path takes a trigger plus a batch (seconds under load, tens of seconds
+    while Spark restarts) to reach the outbox; a message due sooner would be late.
+    """
+    commands: list[Command] = []
+    near: list[Mapping[bytes, bytes]] = []
+    for message in messages:
+        if message.deliver_at_ms - message.sent_at_ms > HORIZON_MS:
+            commands.append(xadd(keys.INBOUND, message.to_record()))
+        else:
+            near.append(message.to_record())
+    if near:
+        commands.append(("SCRIPT", "LOAD", redis_scripts.SEND_NEAR))
+        commands += [_send_near(records) for records in near_calls(near)]
+    return commands
+
+
+def near_calls(records: list[Mapping[bytes, bytes]]) -> Iterator[list[Mapping[bytes, bytes]]]:
+    """``records`` cut into the groups of one near-path call each, in order."""
+    start = 0
+    while start < len(records):
+        end = chunk_end(
+            records,
+            start,
+            max_items=NEAR_PER_CALL,
+            max_bytes=NEAR_BYTES_PER_CALL,
+            size_of=lambda record: sum(len(value) for value in record.values()),
+        )
+        yield records[start:end]
+        start = end
+
+
+def _send_near(records: list[Mapping[bytes, bytes]]) -> Command:
+    # The script reads each message from its inbound record: one encoding, sent once.
+    args: list[bytes | str | int] = [HORIZON_MS]
+    for record in records:
+        args.append(len(record))
+        args += [part for pair in record.items() for part in pair]
+    return (
+        "EVALSHA",
+        redis_scripts.SEND_NEAR_SHA,
+        6,
+        keys.OUTBOX,
+        keys.OUTBOX_DATA,
+        keys.OUTBOX_BELL,
+        keys.INBOUND,
+        keys.STATS,
+        keys.CONFIG,
+        *args,
+    )
