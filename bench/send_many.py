@@ -15,8 +15,8 @@ import redis
 
 from bench.redis_load import redis_cpu_s
 from delayline import Client
+from delayline.redis.embedded import EmbeddedRedis
 from delayline.timing import HORIZON_MS
-from delayline.transports.embedded import EmbeddedRedis
 
 
 def run(messages: int, chunk: int, delay_ms: int = 120_000) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from delayline.defaults import DEFAULT_API_PORT, DEFAULT_REDIS_PORT
-from delayline.transports.embedded import EmbeddedRedis
+from delayline.redis.embedded import EmbeddedRedis
 
 #: Set (to a fresh token) in this pytest process; every process the tests start inherits it.
 SESSION_VARIABLE = "DELAYLINE_TEST_SESSION"

@@ -20,7 +20,7 @@ from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 from delayline import Client, ids
 from delayline.model import Message
-from delayline.transports.keys import INBOUND, OUTBOX, STATS
+from delayline.redis.keys import INBOUND, OUTBOX, STATS
 
 TOPIC = "bench.jobs"
 GROUP = "bench"

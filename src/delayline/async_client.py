@@ -20,12 +20,12 @@ from delayline.delivery import DeliveryBase
 from delayline.model import Message
 from delayline.plans import Plan, consuming
 from delayline.plans.observing import Metrics
-from delayline.retry import RetryPolicy
-from delayline.status import MessageStatus
-from delayline.transports.redis_streams import (
+from delayline.redis.streams import (
     DEFAULT_PATIENCE_MS,
     AsyncRedisStreams,
 )
+from delayline.retry import RetryPolicy
+from delayline.status import MessageStatus
 from delayline.validation import Limits
 
 T = TypeVar("T")

@@ -20,9 +20,9 @@ from delayline.delivery import DeliveryBase
 from delayline.errors import ValidationError
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
+from delayline.redis.streams import DEFAULT_PATIENCE_MS, RedisStreams
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
-from delayline.transports.redis_streams import DEFAULT_PATIENCE_MS, RedisStreams
 from delayline.validation import Limits
 
 T = TypeVar("T")

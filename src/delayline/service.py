@@ -17,11 +17,11 @@ from delayline.client import Client
 from delayline.errors import ConnectError
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
+from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.streams import RedisStreams
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.session import resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
-from delayline.transports.embedded import EmbeddedRedis
-from delayline.transports.redis_streams import RedisStreams
 
 #: Spark's output, in the data directory, unless ``delayline run --verbose``.
 SPARK_LOG = "spark.log"

@@ -13,9 +13,9 @@ import redis
 
 from delayline.api.app import create_app
 from delayline.ids import new_message_id
+from delayline.redis import keys
+from delayline.redis.streams import RedisStreams, Reject
 from delayline.timing import now_ms
-from delayline.transports import keys
-from delayline.transports.redis_streams import RedisStreams, Reject
 from tests.conftest import free_port
 from tests.sinking import delivered, sink
 

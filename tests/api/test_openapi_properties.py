@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from delayline.api.app import create_app
+from delayline.redis.streams import RedisStreams
 from delayline.timing import now_ms
-from delayline.transports.redis_streams import RedisStreams
 
 
 def test_every_route_keeps_its_contract(redis_url: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 
 from bench import redis_load
-from delayline.transports import keys
+from delayline.redis import keys
 
 
 def test_cost_counts_the_commands_run_between_snapshots(raw_redis: redis.Redis[bytes]) -> None:

@@ -16,9 +16,9 @@ from click.testing import CliRunner, Result
 
 from delayline.cli import main
 from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.redis import keys
 from delayline.scheduler.settings import run_options
 from delayline.timing import now_ms
-from delayline.transports import keys
 from tests.conftest import free_port
 from tests.sinking import delivered, sink
 

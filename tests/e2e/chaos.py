@@ -26,9 +26,9 @@ import redis
 
 from delayline import Client
 from delayline.model import Cancel, Message
+from delayline.redis import keys
+from delayline.redis.embedded import EmbeddedRedis
 from delayline.timing import now_ms
-from delayline.transports import keys
-from delayline.transports.embedded import EmbeddedRedis
 from delayline.validation import Limits
 from tests.conftest import free_port
 from tests.e2e.harness import SMALL_WHEEL, Arrival, SchedulerProcess, arrivals, wait_for

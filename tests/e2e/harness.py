@@ -20,7 +20,7 @@ import redis
 
 from delayline import ids, timing
 from delayline.model import Cancel, Message
-from delayline.transports import keys
+from delayline.redis import keys
 from delayline.validation import Limits
 from tests.conftest import alive, kill_processes, tagged_processes
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayline.transports.embedded import EmbeddedRedis
+from delayline.redis.embedded import EmbeddedRedis
 from tests.e2e.harness import SchedulerProcess, check_exactly_once, send_workload, settled, wait_for
 
 pytestmark = pytest.mark.spark

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from delayline import Client
-from delayline.transports import keys
-from delayline.transports.embedded import EmbeddedRedis
+from delayline.redis import keys
+from delayline.redis.embedded import EmbeddedRedis
 from tests.e2e.harness import (
     SMALL_WHEEL,
     SchedulerProcess,

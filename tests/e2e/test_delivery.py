@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayline.transports.embedded import EmbeddedRedis
+from delayline.redis.embedded import EmbeddedRedis
 from tests.e2e.harness import (
     SMALL_WHEEL,
     SchedulerProcess,

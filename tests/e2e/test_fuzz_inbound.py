@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from delayline import ids
 from delayline.model import Cancel, Message
+from delayline.redis import keys
+from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.records import MAX_REASON_BYTES
 from delayline.timing import now_ms
-from delayline.transports import keys
-from delayline.transports.embedded import EmbeddedRedis
 from delayline.validation import Limits
 from tests.conftest import free_port
 from tests.e2e.harness import SchedulerProcess

@@ -14,9 +14,9 @@ import redis
 
 from delayline import AsyncClient, Client, RetryPolicy
 from delayline.ids import new_message_id
+from delayline.redis import keys
+from delayline.redis.embedded import EmbeddedRedis
 from delayline.timing import now_ms
-from delayline.transports import keys
-from delayline.transports.embedded import EmbeddedRedis
 from tests.conftest import free_port
 from tests.e2e.harness import SchedulerProcess, wait_for
 

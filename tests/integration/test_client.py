@@ -8,7 +8,7 @@ import redis
 from delayline import Client, ids
 from delayline.errors import InvalidMessageIdError, ValidationError
 from delayline.model import decode_record
-from delayline.transports import keys
+from delayline.redis import keys
 from delayline.validation import Limits
 
 

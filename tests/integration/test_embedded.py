@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from delayline.errors import ConfigurationError
-from delayline.transports.embedded import EmbeddedRedis
+from delayline.redis.embedded import EmbeddedRedis
 from tests.conftest import free_port
 
 

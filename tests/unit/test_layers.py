@@ -106,9 +106,9 @@ def test_the_pure_core_imports_no_io_and_no_server_part() -> None:
                 todo.append(name)
     # What the core reaches beyond itself is data: key names and script texts.
     assert seen - set(PURE_CORE) <= {
-        "delayline.transports",
-        "delayline.transports.keys",
-        "delayline.transports.redis_scripts",
+        "delayline.redis",
+        "delayline.redis.keys",
+        "delayline.redis.scripts",
     }
 
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from delayline.ids import new_message_id
+from delayline.redis.streams import ChunkResult, Deliver, Drop, Reject, SinkRow
 from delayline.scheduler import packs
 from delayline.scheduler.chunks import MAX_CHUNK_BYTES, row_bytes, write_in_chunks
 from delayline.scheduler.sink import ordered_rows
-from delayline.transports.redis_streams import ChunkResult, Deliver, Drop, Reject, SinkRow
 
 
 def deliver(inbound_id: str, deliver_at_ms: int, message_id: str = "M") -> packs.Record:

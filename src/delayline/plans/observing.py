@@ -7,7 +7,7 @@ from typing import Any
 
 from delayline.metrics import COUNTERS, render_prometheus
 from delayline.plans import Command, Plan, as_text
-from delayline.transports import keys
+from delayline.redis import keys
 
 
 @dataclass(frozen=True)

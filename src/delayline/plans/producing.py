@@ -9,9 +9,9 @@ from delayline import ids
 from delayline.chunking import chunk_end
 from delayline.model import Cancel, Message
 from delayline.plans import Command, Plan, xadd
+from delayline.redis import keys, scripts
 from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS
-from delayline.transports import keys, redis_scripts
 
 
 def send(messages: list[Message]) -> Plan[list[str]]:
@@ -105,7 +105,7 @@ def schedule(messages: list[Message]) -> list[Command]:
         else:
             near.append(message.to_record())
     if near:
-        commands.append(("SCRIPT", "LOAD", redis_scripts.SEND_NEAR))
+        commands.append(("SCRIPT", "LOAD", scripts.SEND_NEAR))
         commands += [_send_near(records) for records in near_calls(near)]
     return commands
 
@@ -133,7 +133,7 @@ def _send_near(records: list[Mapping[bytes, bytes]]) -> Command:
         args += [part for pair in record.items() for part in pair]
     return (
         "EVALSHA",
-        redis_scripts.SEND_NEAR_SHA,
+        scripts.SEND_NEAR_SHA,
         6,
         keys.OUTBOX,
         keys.OUTBOX_DATA,

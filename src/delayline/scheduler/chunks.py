@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from delayline.chunking import chunk_end
+from delayline.redis.streams import ChunkResult, Drop, RedisStreams, Reject, SinkRow
 from delayline.scheduler.task import BatchTask
-from delayline.transports.redis_streams import ChunkResult, Drop, RedisStreams, Reject, SinkRow
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold
 #: Redis (and the pump's due messages) for more than about a millisecond.

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 from delayline.errors import TransportError
-from delayline.transports.redis_streams import RedisStreams
+from delayline.redis.streams import RedisStreams
 
 #: Most messages one pump call moves.
 PUMP_BATCH = 1_000

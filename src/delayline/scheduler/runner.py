@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import DelaylineError, SchedulerError
+from delayline.redis.streams import RedisStreams
 from delayline.scheduler.job import start_query
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.quiet import QuietSpells
@@ -22,7 +23,6 @@ from delayline.scheduler.session import build_session, runs_locally
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import to_epoch_ms
-from delayline.transports.redis_streams import RedisStreams
 
 #: How long stopping waits for an unavailable Redis before it stops without draining (ms).
 _DRAIN_PATIENCE_MS = 2_000

@@ -27,18 +27,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from delayline.redis.streams import (
+    Cascade,
+    Drop,
+    Reject,
+    SinkRow,
+)
 from delayline.scheduler import packs, schemas
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import as_deliver, id_order, streams_for
 from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
-from delayline.transports.redis_streams import (
-    Cascade,
-    Drop,
-    Reject,
-    SinkRow,
-)
 
 
 def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list[SinkRow]:

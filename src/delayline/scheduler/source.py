@@ -25,13 +25,13 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from delayline import ids
+from delayline.redis.streams import Deliver, RedisStreams
 from delayline.scheduler import packs, schemas
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.records import CASCADE_FIELD, to_packed
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
-from delayline.transports.redis_streams import Deliver, RedisStreams
 
 SOURCE_ARROW = pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())])
 

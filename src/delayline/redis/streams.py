@@ -25,8 +25,8 @@ from delayline import ids
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.errors import ConnectError, TransportError
 from delayline.metrics import SUM_FIELD, bucket_label
+from delayline.redis import keys, scripts
 from delayline.timing import now_ms
-from delayline.transports import keys, redis_scripts
 
 #: How long sink and ingest markers outlive their last write (7 days, in s).
 MARKER_TTL_S = 7 * 24 * 3600
@@ -199,10 +199,10 @@ class RedisStreams:
     ) -> None:
         self._redis = client
         self._patience_ms = patience_ms
-        self._last_id_within = client.register_script(redis_scripts.LAST_ID_WITHIN)
-        self._count_ingest = client.register_script(redis_scripts.COUNT_INGEST)
-        self._write_chunk = client.register_script(redis_scripts.WRITE_CHUNK)
-        self._pump = client.register_script(redis_scripts.PUMP)
+        self._last_id_within = client.register_script(scripts.LAST_ID_WITHIN)
+        self._count_ingest = client.register_script(scripts.COUNT_INGEST)
+        self._write_chunk = client.register_script(scripts.WRITE_CHUNK)
+        self._pump = client.register_script(scripts.PUMP)
 
     @classmethod
     def from_url(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
-from delayline.transports import keys
+from delayline.redis import keys
 
 #: The id of the ``count``-th entry after ``ARGV[1]`` (exclusive); if fewer follow
 #: it, the newest entry's (which may be ``ARGV[1]`` itself or older); nil if empty.
