@@ -19,8 +19,8 @@ from pathlib import Path
 import redis
 
 from delayline import Client
+from delayline.redis.connection import no_retries
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.redis.streams import no_retries
 
 
 def _restart_s(server: EmbeddedRedis) -> float:

@@ -20,10 +20,8 @@ from delayline.delivery import DeliveryBase
 from delayline.model import Message
 from delayline.plans import Plan, consuming
 from delayline.plans.observing import Metrics
-from delayline.redis.streams import (
-    DEFAULT_PATIENCE_MS,
-    AsyncRedisStreams,
-)
+from delayline.redis.connection import DEFAULT_PATIENCE_MS
+from delayline.redis.streams import AsyncRedisStreams
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.validation import Limits

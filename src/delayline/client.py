@@ -20,7 +20,8 @@ from delayline.delivery import DeliveryBase
 from delayline.errors import ValidationError
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
-from delayline.redis.streams import DEFAULT_PATIENCE_MS, RedisStreams
+from delayline.redis.connection import DEFAULT_PATIENCE_MS
+from delayline.redis.streams import RedisStreams
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.validation import Limits

