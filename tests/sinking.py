@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from delayline.ids import deliver_at_ms_of
-from delayline.redis.streams import Deliver, RedisStreams, SinkRow
+from delayline.redis.streams import RedisStreams
+from delayline.rows import Deliver, SinkRow
 
 
 def sink(redis_url: str, *rows: SinkRow) -> None:

@@ -14,7 +14,8 @@ import redis
 from delayline.api.app import create_app
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.streams import RedisStreams, Reject
+from delayline.redis.streams import RedisStreams
+from delayline.rows import Reject
 from delayline.timing import now_ms
 from tests.conftest import free_port
 from tests.sinking import delivered, sink

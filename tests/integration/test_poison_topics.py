@@ -13,7 +13,8 @@ import redis
 
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.streams import ChunkResult, Deliver, RedisStreams
+from delayline.redis.streams import ChunkResult, RedisStreams
+from delayline.rows import Deliver
 from delayline.timing import now_ms
 
 #: An hour ago: these messages are due at once.

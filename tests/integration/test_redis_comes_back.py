@@ -18,7 +18,8 @@ from delayline.ids import new_message_id
 from delayline.redis import keys
 from delayline.redis.connection import no_retries
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.redis.streams import Deliver, RedisStreams
+from delayline.redis.streams import RedisStreams
+from delayline.rows import Deliver
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
 from tests.conftest import free_port

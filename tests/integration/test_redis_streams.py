@@ -12,15 +12,8 @@ from delayline.errors import ConnectError, TransportError
 from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
 from delayline.redis import keys
-from delayline.redis.streams import (
-    Cascade,
-    ChunkResult,
-    Deliver,
-    Drop,
-    RedisStreams,
-    Reject,
-    SinkRow,
-)
+from delayline.redis.streams import ChunkResult, RedisStreams
+from delayline.rows import Cascade, Deliver, Drop, Reject, SinkRow
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.task import BatchTask
 from delayline.timing import now_ms

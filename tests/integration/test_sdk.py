@@ -16,7 +16,8 @@ from delayline.errors import InvalidMessageIdError, ValidationError
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.model import decode_record
 from delayline.redis import keys
-from delayline.redis.streams import Drop, RedisStreams, Reject
+from delayline.redis.streams import RedisStreams
+from delayline.rows import Drop, Reject
 from delayline.timing import HORIZON_MS, now_ms
 from delayline.validation import Limits
 from tests.sinking import delivered, sink

@@ -15,7 +15,7 @@ import delayline
 from delayline.cli import SERVER_MODULES
 
 #: The pure core: the message model, validation, ids, time and wheel math, the
-#: sans-IO plans. No I/O library, no server part.
+#: sans-IO plans, the rows the sink hands to Redis. No I/O library, no server part.
 PURE_CORE = (
     "delayline.chunking",
     "delayline.defaults",
@@ -28,6 +28,7 @@ PURE_CORE = (
     "delayline.plans.observing",
     "delayline.plans.producing",
     "delayline.retry",
+    "delayline.rows",
     "delayline.scheduler.quiet",
     "delayline.scheduler.settings",
     "delayline.status",

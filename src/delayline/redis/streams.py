@@ -11,7 +11,7 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import redis
 import redis.asyncio
@@ -29,6 +29,7 @@ from delayline.redis.connection import (
     with_patience,
     with_patience_async,
 )
+from delayline.rows import Cascade, Deliver, Drop, SinkRow
 from delayline.timing import now_ms
 
 #: How long sink and ingest markers outlive their last write (7 days, in s).
@@ -39,52 +40,6 @@ T = TypeVar("T")
 Command = tuple[Any, ...]
 #: An entry as redis-py returns it for a client without decode_responses.
 StreamEntry = tuple[bytes, dict[bytes, bytes]]
-
-
-class OutgoingMessage(NamedTuple):
-    """A message leaving the scheduler, as the sink writes it."""
-
-    topic: str
-    id: str
-    body: bytes
-    key: str
-    headers: str
-    deliver_at_ms: int
-    attempt: int
-
-
-class Deliver(OutgoingMessage):
-    """A due message, bound for its topic stream."""
-
-    __slots__ = ()
-
-
-class Cascade(OutgoingMessage):
-    """A message handed down from a coarse slot: back to the inbound stream, marked."""
-
-    __slots__ = ()
-
-
-class Drop(NamedTuple):
-    """A due message that a cancel removed."""
-
-    id: str
-    deliver_at_ms: int
-
-
-class Reject(NamedTuple):
-    """A refused inbound record: its original fields plus reason and times.
-
-    ``message_id`` is set when the record carried a well-formed id, so that
-    ``status`` can answer "rejected" for it.
-    """
-
-    fields: Sequence[tuple[bytes, bytes]]
-    reason: str
-    message_id: str | None = None
-
-
-SinkRow = Deliver | Cascade | Drop | Reject
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from delayline.chunking import chunk_end
-from delayline.redis.streams import ChunkResult, Drop, RedisStreams, Reject, SinkRow
+from delayline.redis.streams import ChunkResult, RedisStreams
+from delayline.rows import Drop, Reject, SinkRow
 from delayline.scheduler.task import BatchTask
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold

@@ -27,12 +27,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from delayline.redis.streams import (
-    Cascade,
-    Drop,
-    Reject,
-    SinkRow,
-)
+from delayline.rows import Cascade, Drop, Reject, SinkRow
 from delayline.scheduler import packs, schemas
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.settings import SchedulerSettings

@@ -25,7 +25,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from delayline import ids
-from delayline.redis.streams import Deliver, RedisStreams
+from delayline.redis.streams import RedisStreams
+from delayline.rows import Deliver
 from delayline.scheduler import packs, schemas
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.records import CASCADE_FIELD, to_packed

@@ -1,0 +1,56 @@
+"""The rows the scheduler's sink hands to Redis: deliver, cascade, drop, reject.
+
+Plain values, so that the scheduler's pure parts and its tests can build them
+without Redis; :meth:`delayline.redis.streams.RedisStreams.write_chunk` writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class OutgoingMessage(NamedTuple):
+    """A message leaving the scheduler, as the sink writes it."""
+
+    topic: str
+    id: str
+    body: bytes
+    key: str
+    headers: str
+    deliver_at_ms: int
+    attempt: int
+
+
+class Deliver(OutgoingMessage):
+    """A due message, bound for its topic stream."""
+
+    __slots__ = ()
+
+
+class Cascade(OutgoingMessage):
+    """A message handed down from a coarse slot: back to the inbound stream, marked."""
+
+    __slots__ = ()
+
+
+class Drop(NamedTuple):
+    """A due message that a cancel removed."""
+
+    id: str
+    deliver_at_ms: int
+
+
+class Reject(NamedTuple):
+    """A refused inbound record: its original fields plus reason and times.
+
+    ``message_id`` is set when the record carried a well-formed id, so that
+    ``status`` can answer "rejected" for it.
+    """
+
+    fields: Sequence[tuple[bytes, bytes]]
+    reason: str
+    message_id: str | None = None
+
+
+SinkRow = Deliver | Cascade | Drop | Reject
