@@ -1,0 +1,84 @@
+-- A library, shared by write_chunk.lua and pump.lua: the clock, the journal,
+-- delivery, rejects, and counters. The including script sets journal_ttl and
+-- rejects_key before it.
+
+--! include outbox.lua
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = string.format('%d', now_ms)
+local bounds = {${LATENESS_BUCKETS_MS}}
+local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0, cascaded = 0}
+local late_counts, late_sum = {}, 0
+local expiring = {}
+local function journal_put(journal, id, value)
+  if journal_ttl <= 0 then return 1 end
+  local fresh = redis.call('HSETNX', journal, id, value)
+  if fresh == 1 and not expiring[journal] then
+    expiring[journal] = true
+    redis.call('EXPIRE', journal, journal_ttl)
+  end
+  return fresh
+end
+-- fields: name, value, ... as XADD takes them. status_key and id name the hash
+-- that tells status() "rejected" with the reason; '' for a record without an id.
+local function add_reject(fields, status_key, id, reason)
+  redis.call('XADD', rejects_key, '*', unpack(fields))
+  if status_key ~= '' and journal_ttl > 0 then
+    redis.call('HSET', status_key, id, reason)
+    redis.call('EXPIRE', status_key, journal_ttl)
+  end
+  counts.rejected = counts.rejected + 1
+end
+local function deliver(topic, id, body, key, headers, due, attempt, journal)
+  if journal_put(journal, id, now) ~= 1 then
+    counts.duplicates = counts.duplicates + 1
+    return
+  end
+  local added = redis.pcall('XADD', topic, '*', 'id', id, 'body', body, 'key', key,
+    'headers', headers, 'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt)
+  if type(added) == 'table' and added.err then
+    -- The topic key holds another type (WRONGTYPE), or cannot take an entry:
+    -- raising would fail the chunk on every retry, for good. Keep the message
+    -- as a reject, and take back its journal entry: it was not delivered.
+    if journal_ttl > 0 then redis.call('HDEL', journal, id) end
+    local reason = 'cannot deliver to topic ' .. topic .. ': ' .. added.err
+    local status_key = '${REJECTED_PREFIX}' .. string.format('%d',
+      math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
+    add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
+      'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
+      status_key, id, reason)
+    return
+  end
+  counts.delivered = counts.delivered + 1
+  local late = now_ms - tonumber(due)
+  late_sum = late_sum + late
+  local label = '+Inf'
+  for _, bound in ipairs(bounds) do
+    if late <= bound then label = tostring(bound) break end
+  end
+  late_counts[label] = (late_counts[label] or 0) + 1
+end
+-- Deliver the message waiting under id in the outbox data hash, or drop it if the
+-- SDK recorded a cancel for it; the caller removes it from the outbox. False if
+-- none waits.
+local function deliver_waiting(outbox_data, id)
+  local fields = outbox_get(outbox_data, id)
+  if not fields then return false end
+  local topic, body, key, headers, due, attempt, journal, cancels = unpack(fields)
+  if redis.call('HEXISTS', cancels, id) == 1 then
+    journal_put(journal, id, 'cancelled')
+    counts.dropped = counts.dropped + 1
+  else
+    deliver(topic, id, body, key, headers, due, attempt, journal)
+  end
+  return true
+end
+local function flush_counts(stats, lateness)
+  for name, value in pairs(counts) do
+    if value > 0 then redis.call('HINCRBY', stats, name, value) end
+  end
+  for label, value in pairs(late_counts) do redis.call('HINCRBY', lateness, label, value) end
+  if counts.delivered > 0 then
+    redis.call('HINCRBY', lateness, '${SUM_FIELD}', late_sum)
+  end
+end

@@ -1,0 +1,19 @@
+-- Move up to ARGV[1] due messages from the outbox to their topics, atomically.
+--
+-- A message whose id the SDK recorded a cancel for meanwhile is dropped instead;
+-- one whose topic key is not a stream becomes a reject.
+-- KEYS: outbox, outbox data, stats, lateness, rejects. ARGV: max messages, journal ttl s.
+-- Returns {moved, now_ms, next due ms or -1}.
+
+local journal_ttl = tonumber(ARGV[2])
+local rejects_key = KEYS[5]
+--! include delivery.lua
+local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
+for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end
+if #due_ids > 0 then
+  redis.call('ZREM', KEYS[1], unpack(due_ids))
+  redis.call('HDEL', KEYS[2], unpack(due_ids))
+end
+flush_counts(KEYS[3], KEYS[4])
+local next_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {#due_ids, now, next_due[2] or '-1'}

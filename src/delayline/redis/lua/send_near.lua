@@ -1,0 +1,39 @@
+-- Schedule messages that are due soon: each straight into the outbox, or, if
+-- Redis's clock says it is not due within the scheduler's horizon after all,
+-- onto the inbound stream. The running scheduler publishes its horizon in the
+-- config hash; ARGV[1] stands in while none has. Each message comes as its
+-- inbound record (the one encoding the SDK writes), so it is sent once, not
+-- twice; one call takes many, since a call's own cost in Redis is as large as
+-- a message's.
+-- KEYS: outbox, outbox data, outbox bell, inbound, stats, config.
+-- ARGV: default horizon_ms, then per message: n, and its record's n fields and
+-- values. Returns how many went to the outbox (or already wait there: an SDK
+-- retry); the others went to the inbound stream.
+
+--! include outbox.lua
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local horizon_ms = tonumber(redis.call('HGET', KEYS[6], 'horizon_ms') or ARGV[1])
+local box = {KEYS[1], KEYS[2], KEYS[3]}
+local near, accepted = 0, 0
+local i = 2
+while i <= #ARGV do
+  local last = i + 2 * tonumber(ARGV[i])
+  local f = {}
+  for j = i + 1, last, 2 do f[ARGV[j]] = ARGV[j + 1] end
+  local due = f['deliver_at_ms']
+  if tonumber(due) - now_ms > horizon_ms then
+    redis.call('XADD', KEYS[4], '*', unpack(ARGV, i + 1, last))
+  else
+    near = near + 1
+    local minute = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
+    if outbox_put(box, now_ms, f['id'], f['topic'], f['body'], f['key'] or '',
+        f['headers'] or '{}', due, f['attempt'] or '1', '${JOURNAL_PREFIX}' .. minute,
+        '${CANCELS_PREFIX}' .. minute) then
+      accepted = accepted + 1
+    end
+  end
+  i = last + 1
+end
+if accepted > 0 then redis.call('HINCRBY', KEYS[5], 'accepted', accepted) end
+return near
