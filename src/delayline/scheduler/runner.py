@@ -95,15 +95,17 @@ class Scheduler:
         if last is None or last["batchId"] <= self._last_reported_batch:
             return []
         fresh = []
+        most_rows = 0
         for progress in self.recent_progress():
             if progress["batchId"] > self._last_reported_batch:
                 started_ms = to_epoch_ms(datetime.fromisoformat(progress["timestamp"]))
                 duration_ms = int(progress["durationMs"].get("triggerExecution", 0))
                 fresh.append((int(progress["batchId"]), started_ms, duration_ms))
+                most_rows = max(most_rows, int(progress.get("numInputRows") or 0))
         if fresh:
             self._last_reported_batch = fresh[-1][0]
             if self._quiet is not None:
-                self._quiet.batch_completed(time.monotonic())
+                self._quiet.batch_completed(time.monotonic(), most_rows)
         return fresh
 
     def give_back_memory_when_quiet(self) -> bool:
