@@ -40,7 +40,7 @@ class Scheduler:
         )
         self._last_reported_batch = -1
         # Only a local driver runs the tasks and grows with a load (session.py).
-        self._quiet = QuietSpells(time.monotonic()) if runs_locally(settings) else None
+        self._quiet = QuietSpells() if runs_locally(settings) else None
 
     def _prepare(self, streams: RedisStreams) -> None:
         """Before the pump's first delivery: tell producers the horizon, and let raw
