@@ -102,9 +102,12 @@ def table(found: Found, name: str, extra: tuple[tuple[str, str], ...] = ()) -> s
 
 
 def by_delay_table(found: Found) -> str:
-    """delayline's steady (SDK) and steady-raw (XADD), below and above 10 s of delay."""
+    """delayline's steady (SDK), steady-raw (XADD) and, if run, steady-shadow (SDK with
+    unscored raw input), below and above 10 s of delay."""
     rows = []
-    for name, producer in (("steady", "SDK"), ("steady-raw", "raw XADD")):
+    producers = (("steady", "SDK"), ("steady-raw", "raw XADD"),
+                 ("steady-shadow", "SDK, with as much raw input due in 1-2 h"))  # fmt: skip
+    for name, producer in producers:
         result = found.get(("delayline", name))
         if not result or "by_delay" not in result:
             continue

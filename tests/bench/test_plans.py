@@ -62,6 +62,11 @@ def test_sessions_share_a_system_and_the_backlog_grows() -> None:
     assert zset[0] == ["burst", "steady", "capacity"]
     for peer in PEERS:
         assert names(sessions_for(peer, default_workloads(), steps)) == [["burst"], ["steady"]]
+    # The half-million burst runs on a system of its own, not before steady.
+    assert names(sessions_for("delayline", ["burst", "burst-500k", "steady"], plan(long=True))) == [
+        ["burst", "steady"],
+        ["burst-500k"],
+    ]
     # A larger pending-heavy size comes after recovery's kill: on a fresh system.
     long = plan(long=True)
     assert names(sessions_for("delayline", ["pending-heavy", "recovery"], long)) == [

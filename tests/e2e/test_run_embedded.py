@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from delayline import Client
-from delayline.scheduler.session import SPARK_NICENESS
+from delayline.scheduler.session import SPARK_NICENESS, TRIM_NATIVE_HEAP_INTERVAL_MS
 from tests.conftest import free_port
 from tests.e2e.harness import SchedulerProcess, wait_for
 
@@ -67,6 +67,7 @@ def test_run_delivers_and_stops_cleanly_on_sigterm(data_dir: Path) -> None:
         [java] = [args for args in commands if args and Path(args[0]).name == "java"]
         assert "-Xmx512m" in java
         assert "-XX:-ShrinkHeapInSteps" in java  # one quiet collection gives the heap back
+        assert f"-XX:TrimNativeHeapInterval={TRIM_NATIVE_HEAP_INTERVAL_MS}" in java
         daemons = [args for args in commands if "pyspark.worker" in args]
         assert daemons
         assert all("delayline.scheduler.worker_daemon" in args for args in daemons)

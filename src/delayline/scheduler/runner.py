@@ -44,7 +44,7 @@ class Scheduler:
         )
         self._last_reported_batch = -1
         # Only a local driver runs the tasks and grows with a load (session.py).
-        self._quiet = QuietSpells(time.monotonic()) if runs_locally(settings) else None
+        self._quiet = QuietSpells() if runs_locally(settings) else None
 
     def _prepare(self, streams: RedisStreams) -> None:
         """Before the pump's first delivery: tell producers the horizon, and let raw
@@ -99,15 +99,17 @@ class Scheduler:
         if last is None or last["batchId"] <= self._last_reported_batch:
             return []
         fresh = []
+        most_rows = 0
         for progress in self.recent_progress():
             if progress["batchId"] > self._last_reported_batch:
                 started_ms = to_epoch_ms(datetime.fromisoformat(progress["timestamp"]))
                 duration_ms = int(progress["durationMs"].get("triggerExecution", 0))
                 fresh.append((int(progress["batchId"]), started_ms, duration_ms))
+                most_rows = max(most_rows, int(progress.get("numInputRows") or 0))
         if fresh:
             self._last_reported_batch = fresh[-1][0]
             if self._quiet is not None:
-                self._quiet.batch_completed(time.monotonic())
+                self._quiet.batch_completed(time.monotonic(), most_rows)
         return fresh
 
     def give_back_memory_when_quiet(self) -> bool:

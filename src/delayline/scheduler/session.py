@@ -56,17 +56,24 @@ def check_java() -> None:
 #: flush when their half is full, and reads are point lookups of a slot's key.
 STATE_MEMORY_MB = 64
 
+#: How often a local driver's JVM returns freed native memory to the system (ms).
+TRIM_NATIVE_HEAP_INTERVAL_MS = 5_000
+
 #: A local driver is also the executor, on a small machine: the serial collector
 #: needs no remembered sets or concurrent threads (G1's cost 55 MB here), and
 #: the heap gives back what a full collection frees: all of it at once, not a
 #: part per collection (ShrinkHeapInSteps), since the runner collects once when
-#: the query has been quiet for a while (quiet.py).
+#: a load is over (quiet.py). Most of the JVM's memory is not its heap but
+#: malloc's (RocksDB, Spark's native buffers), and glibc keeps what is freed:
+#: every few seconds the JVM hands it back (TrimNativeHeapInterval, JDK 17.0.9+;
+#: an older JVM ignores it).
 LOCAL_JVM_OPTIONS = [
     "-Xms64m",
     "-XX:+UseSerialGC",
     "-XX:MinHeapFreeRatio=10",
     "-XX:MaxHeapFreeRatio=30",
     "-XX:-ShrinkHeapInSteps",
+    f"-XX:TrimNativeHeapInterval={TRIM_NATIVE_HEAP_INTERVAL_MS}",
 ]
 
 #: Two threads, and up to 4 attempts per task: every stage resumes safely.
