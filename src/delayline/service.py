@@ -99,7 +99,7 @@ def run_service(
         scheduler.wait_ready()
         echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
         with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
-            watch = _Watch(scheduler, streams, client, server, progress_interval_s, echo)
+            watch = _Watch(scheduler, client, server, progress_interval_s, echo)
             while not stop.wait(_WATCH_INTERVAL_S):
                 watch.step()
         echo("stopping: letting the current batch finish ...")
@@ -129,25 +129,22 @@ def _wait_for_redis(
 
 
 class _Watch:
-    """The running service's loop body: liveness, heartbeat, progress, and Redis outages."""
+    """The running service's loop body: liveness, the scheduler's heartbeat, progress,
+    and Redis outages."""
 
     def __init__(
         self,
         scheduler: Scheduler,
-        streams: RedisStreams,
         client: Client,
         server: EmbeddedRedis | None,
         progress_interval_s: float,
         echo: Callable[[str], None],
     ) -> None:
         self._scheduler = scheduler
-        self._streams = streams
         self._client = client
         self._server = server
         self._progress_interval_s = progress_interval_s
         self._echo = echo
-        self._query_id = scheduler.query_id
-        self._unrecorded: list[tuple[int, int, int]] = []
         self._last: Metrics | None = None
         self._outage_since: float | None = None
         self._outage_said_at = -math.inf
@@ -155,12 +152,8 @@ class _Watch:
     def step(self) -> None:
         """Check the query, then record and report; raises SchedulerError if the query died."""
         self._scheduler.check()
-        self._unrecorded += self._scheduler.completed_batches()
-        self._scheduler.give_back_memory_when_quiet()
         try:
-            if self._unrecorded:
-                self._streams.record_batches(self._query_id, self._unrecorded)
-                self._unrecorded.clear()
+            self._scheduler.beat()
             current = self._client.metrics()
         except ConnectError as exc:
             self._redis_away(exc)

@@ -43,6 +43,10 @@ class Scheduler:
             settings.redis_url, settings.journal_retention_ms // 1000, prepare=self._prepare
         )
         self._last_reported_batch = -1
+        # Batches completed but not yet in the heartbeat: Redis may be away for a while.
+        self._unrecorded: list[tuple[int, int, int]] = []
+        # No retries inside a call: the service's loop reports an outage and calls again.
+        self._streams = RedisStreams.from_url(settings.redis_url, patience_ms=0)
         # Only a local driver runs the tasks and grows with a load (session.py).
         self._quiet = QuietSpells() if runs_locally(settings) else None
 
@@ -91,7 +95,7 @@ class Scheduler:
         """Spark's progress events of the last batches (up to 100), oldest first."""
         return [dict(event) for event in self._running_query().recentProgress]
 
-    def completed_batches(self) -> list[tuple[int, int, int]]:
+    def _completed_batches(self) -> list[tuple[int, int, int]]:
         """Batches completed since the last call: (batch_id, started_at_ms, duration_ms)."""
         # The service asks twice a second; an idle query has run no batch since. One
         # event through Py4J says so, where the recent list is a hundred of them.
@@ -112,7 +116,18 @@ class Scheduler:
                 self._quiet.batch_completed(time.monotonic(), most_rows)
         return fresh
 
-    def give_back_memory_when_quiet(self) -> bool:
+    def beat(self) -> None:
+        """The heartbeat: record in Redis the batches completed since the last call, which
+        status, ``/healthz`` and ``delayline stats`` read, and give a quiet local driver's
+        heap back. Call it often (the service does, twice a second). Raises ConnectError
+        while Redis is unreachable: the batches are recorded at a later call."""
+        self._unrecorded += self._completed_batches()
+        self._give_back_memory_when_quiet()
+        if self._unrecorded:
+            self._streams.record_batches(self.query_id, self._unrecorded)
+            self._unrecorded.clear()
+
+    def _give_back_memory_when_quiet(self) -> bool:
         """Once per quiet spell of a local driver, a full collection of its heap, which
         returns what a load grew it to (quiet.py). True if one ran."""
         if self._quiet is None or self._spark is None:
@@ -148,6 +163,7 @@ class Scheduler:
                 self._drain(query, drain_timeout_s)
             query.stop()
         self._pump.stop()
+        self._streams.close()
         spark, self._spark = self._spark, None
         if spark is not None:
             spark.stop()
