@@ -1,4 +1,9 @@
-"""The SDK against a real Redis and a running scheduler (one for the whole module)."""
+"""The SDK against a real Redis and a running scheduler (one per path, for the module).
+
+Each test runs twice: with the default horizon, where the SDK's short delays
+take the near path straight into the outbox, and with a 1 s horizon, where
+the same sends go through the inbound stream and Spark's wheel.
+"""
 
 from __future__ import annotations
 
@@ -23,27 +28,40 @@ from tests.e2e.harness import SchedulerProcess, wait_for
 pytestmark = pytest.mark.spark
 
 
+#: The Spark path's horizon (``--lead-ms``), and a delay beyond it.
+SHORT_HORIZON_MS = 1_000
+BEYOND_SHORT_HORIZON_MS = 2_500
+
+
 @dataclass
 class Live:
     url: str
     scheduler: SchedulerProcess
     raw: redis.Redis
+    #: A short delay, which takes this scheduler's path: near, or through Spark.
+    delay_ms: int
+    near: bool
 
     def topic(self) -> str:
         return f"live.{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+@pytest.fixture(scope="module", params=["near path", "spark path"])
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Live]:
     # Its own Redis: the per-test fixtures flush theirs, and this one has a scheduler on it.
+    near = request.param == "near path"
     data_dir = tmp_path_factory.mktemp("live-data")
     args = ["--no-api", "--data-dir", str(data_dir)]
+    if not near:
+        args += ["--lead-ms", str(SHORT_HORIZON_MS)]
     with (
         EmbeddedRedis(tmp_path_factory.mktemp("live-redis"), free_port()) as server,
         SchedulerProcess(["--redis-url", server.url, *args]) as scheduler,
         closing(redis.Redis.from_url(server.url)) as raw,
     ):
-        yield Live(server.url, scheduler, raw)
+        yield Live(server.url, scheduler, raw, 500 if near else BEYOND_SHORT_HORIZON_MS, near)
 
 
 @pytest.fixture
@@ -55,7 +73,11 @@ def client(live: Live) -> Iterator[Client]:
 def test_round_trip(live: Live, client: Client) -> None:
     topic = live.topic()
     sent_ms = now_ms()
-    message_id = client.send(topic, b"order-42", delay=500, key="42", headers={"trace": "t"})
+    message_id = client.send(
+        topic, b"order-42", delay=live.delay_ms, key="42", headers={"trace": "t"}
+    )
+    # The near path puts it in the outbox at once; the other one leaves it to Spark.
+    assert (live.raw.zscore(keys.OUTBOX, message_id) is not None) == live.near
     delivery = next(client.consume(topic, "billing", block_ms=1_000))
     assert (delivery.id, delivery.body, delivery.key, delivery.headers, delivery.attempt) == (
         message_id,
@@ -65,7 +87,7 @@ def test_round_trip(live: Live, client: Client) -> None:
         1,
     )
     assert delivery.delivered_at >= delivery.deliver_at
-    assert delivery.deliver_at.timestamp() * 1000 >= sent_ms + 500
+    assert delivery.deliver_at.timestamp() * 1000 >= sent_ms + live.delay_ms
     delivery.ack()
     status = client.status(message_id)
     assert status.state == "delivered"
@@ -74,7 +96,7 @@ def test_round_trip(live: Live, client: Client) -> None:
 
 def test_status_through_every_state(live: Live, client: Client) -> None:
     topic = live.topic()
-    delivered = client.send(topic, b"d", delay=300)
+    delivered = client.send(topic, b"d", delay=live.delay_ms)
     cancelled = client.send(topic, b"c", delay=3_000)
     assert client.status(cancelled).state == "pending"
     assert client.cancel(cancelled) is True
@@ -152,7 +174,7 @@ def test_async_round_trip(live: Live) -> None:
 
     async def scenario() -> None:
         async with AsyncClient(live.url) as sdk:
-            message_id = await sdk.send(topic, b"async", delay=200)
+            message_id = await sdk.send(topic, b"async", delay=live.delay_ms)
             pending = await sdk.send(topic, b"never", delay=60_000)
             assert await sdk.cancel(pending) is True
             delivery = await anext(sdk.consume(topic, "g", block_ms=1_000))
