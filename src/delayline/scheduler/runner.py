@@ -42,6 +42,7 @@ class Scheduler:
         self._pump = Pump(
             settings.redis_url, settings.journal_retention_ms // 1000, prepare=self._prepare
         )
+        self._query_id = ""  # read once at start: the heartbeat names it twice a second
         self._last_reported_batch = -1
         # Batches completed but not yet in the heartbeat: Redis may be away for a while.
         self._unrecorded: list[tuple[int, int, int]] = []
@@ -68,6 +69,7 @@ class Scheduler:
         self._spark = build_session(self.settings, self._spark_log)
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
+            self._query_id = str(self._query.id)
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
 
@@ -89,7 +91,8 @@ class Scheduler:
     @property
     def query_id(self) -> str:
         """The query id, stable across restarts on the same checkpoint."""
-        return str(self._running_query().id)
+        self._running_query()  # raises SchedulerError unless started
+        return self._query_id
 
     def recent_progress(self) -> list[dict[str, Any]]:
         """Spark's progress events of the last batches (up to 100), oldest first."""
@@ -127,17 +130,15 @@ class Scheduler:
             self._streams.record_batches(self.query_id, self._unrecorded)
             self._unrecorded.clear()
 
-    def _give_back_memory_when_quiet(self) -> bool:
+    def _give_back_memory_when_quiet(self) -> None:
         """Once per quiet spell of a local driver, a full collection of its heap, which
-        returns what a load grew it to (quiet.py). True if one ran."""
+        returns what a load grew it to (quiet.py)."""
         if self._quiet is None or self._spark is None:
-            return False
-        if not self._quiet.collect_now(time.monotonic()):
-            return False
-        jvm = self._spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.java.lang.System.gc()
-        return True
+            return
+        if self._quiet.collect_now(time.monotonic()):
+            jvm = self._spark.sparkContext._jvm
+            assert jvm is not None
+            jvm.java.lang.System.gc()
 
     def check(self) -> None:
         """Raise SchedulerError if the query has stopped on its own."""
