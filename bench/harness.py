@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
+from tests.support import free_port
 
 from bench import redis_load
 from bench.measure import Receipts
@@ -29,14 +30,6 @@ Workload = Callable[[Bench], dict[str, Any]]
 
 if TYPE_CHECKING:
     from bench.plans import Step
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_system(

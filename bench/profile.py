@@ -21,8 +21,8 @@ from typing import Any
 
 import psutil
 import redis
+from tests.support import free_port
 
-from bench.harness import free_port
 from delayline import Client
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.runner import Scheduler

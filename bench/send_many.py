@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from tests.support import free_port
 
 from bench.redis_load import redis_cpu_s
 from delayline import Client
@@ -22,7 +23,7 @@ from delayline.timing import HORIZON_MS
 def run(messages: int, chunk: int, delay_ms: int = 120_000) -> dict[str, Any]:
     """``delay_ms`` past the horizon (60 s) times the inbound path; within it, the near path."""
     with tempfile.TemporaryDirectory() as scratch:
-        server = EmbeddedRedis(Path(scratch), port=_free_port())
+        server = EmbeddedRedis(Path(scratch), port=free_port())
         server.start()
         try:
             with Client(server.url) as client:
@@ -56,14 +57,6 @@ def run(messages: int, chunk: int, delay_ms: int = 120_000) -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {_cpus()} cpus",
     }
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cpus() -> int:

@@ -26,6 +26,7 @@ import redis
 
 from delayline.defaults import DEFAULT_API_PORT, DEFAULT_REDIS_PORT
 from delayline.redis.embedded import EmbeddedRedis
+from tests.support import free_port, wait_for
 
 #: Set (to a fresh token) in this pytest process; every process the tests start inherits it.
 SESSION_VARIABLE = "DELAYLINE_TEST_SESSION"
@@ -36,13 +37,6 @@ DEFAULT_PORTS = (DEFAULT_API_PORT, DEFAULT_REDIS_PORT)
 #: How long a test's processes may take to exit after it ends (a SIGTERMed
 #: redis-server fsyncs first, a PySpark daemon notices its JVM's death within 1 s).
 LEAK_GRACE_S = 5.0
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -86,12 +80,12 @@ def kill_processes(processes: Iterable[psutil.Process], timeout_s: float = 30.0)
                 os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(psutil.Error):
             process.kill()
-    deadline = time.monotonic() + timeout_s
-    while any(alive(process) for process in targets):
-        if time.monotonic() > deadline:
-            survivors = [describe(process) for process in targets if alive(process)]
-            raise AssertionError(f"processes survived SIGKILL for {timeout_s:.0f} s: {survivors}")
-        time.sleep(0.05)
+    wait_for(
+        lambda: not any(alive(process) for process in targets),
+        timeout_s,
+        "the SIGKILLed processes to exit",
+        details=lambda: f"still running: {[describe(p) for p in targets if alive(p)]}",
+    )
 
 
 def describe(process: psutil.Process) -> str:

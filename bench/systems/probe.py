@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 from collections.abc import Sequence
 
 import redis
+from tests.support import wait_for
 
 from bench.systems.base import RECEIPTS_KEY, Job, System, now_ms
 
@@ -27,16 +27,18 @@ def wait_consuming(
     receipts = redis.Redis.from_url(system.receipts_url)
     try:
         system.schedule([Job(key, now_ms())])
-        deadline = time.monotonic() + timeout_s
-        while not any(
-            raw.decode().split(" ")[0] == key for raw in receipts.lrange(RECEIPTS_KEY, 0, -1)
-        ):
+
+        def received() -> bool:
+            if any(
+                raw.decode().split(" ")[0] == key for raw in receipts.lrange(RECEIPTS_KEY, 0, -1)
+            ):
+                return True
             for process in processes:
                 if process.poll() is not None:
                     raise RuntimeError(f"{process.args} exited; see {system.workdir}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{system.name}: probe not received after {timeout_s:.0f} s")
-            time.sleep(0.1)
+            return False
+
+        wait_for(received, timeout_s, f"{system.name} to receive the probe", interval_s=0.1)
         receipts.delete(RECEIPTS_KEY)
     finally:
         receipts.close()

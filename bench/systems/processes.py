@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support import wait_for
+
 
 def spawn(args: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``args`` in its own process group, output to ``log``."""
@@ -58,13 +60,14 @@ def terminate(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
 
 
 def wait_for_log(log: Path, text: str, timeout_s: float, process: subprocess.Popen[bytes]) -> None:
-    """Wait until ``text`` appears in ``log``; fail if the process dies or time runs out."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """Wait until ``text`` appears in ``log``; fail if the process dies or after ``timeout_s``
+    seconds."""
+
+    def logged() -> bool:
         if log.exists() and text in log.read_text(errors="replace"):
-            return
+            return True
         if process.poll() is not None:
             raise RuntimeError(f"{process.args} exited; see {log}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{text!r} not in {log} after {timeout_s:.0f} s")
-        time.sleep(0.2)
+        return False
+
+    wait_for(logged, timeout_s, f"{text!r} in {log}", interval_s=0.2)

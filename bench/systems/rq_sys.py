@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import redis
 from rq import Queue, Worker
+from tests.support import wait_for
 
 from bench.systems.base import Job, System, record_receipt
 from bench.systems.probe import START_TIMEOUT_S, wait_consuming
@@ -85,15 +85,17 @@ class RqSystem(System):
     def restart(self) -> None:
         """Start the workers again; return once each has registered itself in Redis."""
         self._spawn_workers()
-        deadline = time.monotonic() + START_TIMEOUT_S
         started = set(self.pids())
-        while not started <= {worker.pid for worker in Worker.all(connection=self._connection)}:
+
+        def registered() -> bool:
+            if started <= {worker.pid for worker in Worker.all(connection=self._connection)}:
+                return True
             for worker in self._workers:
                 if worker.poll() is not None:
                     raise RuntimeError(f"{worker.args} exited; see {self.workdir}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"rq workers not registered after {START_TIMEOUT_S} s")
-            time.sleep(0.2)
+            return False
+
+        wait_for(registered, START_TIMEOUT_S, "the rq workers to register", interval_s=0.2)
 
     def stop(self) -> None:
         for worker in self._workers:

@@ -17,8 +17,8 @@ from delayline.redis import keys
 from delayline.redis.streams import RedisStreams
 from delayline.rows import Reject
 from delayline.timing import now_ms
-from tests.conftest import free_port
 from tests.sinking import delivered, sink
+from tests.support import free_port
 
 Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
 

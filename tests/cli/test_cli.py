@@ -6,7 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -19,8 +18,8 @@ from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.redis import keys
 from delayline.scheduler.settings import run_options
 from delayline.timing import now_ms
-from tests.conftest import free_port
 from tests.sinking import delivered, sink
+from tests.support import free_port, wait_for
 
 
 def invoke(redis_url: str, *args: str, input: bytes | None = None) -> Result:
@@ -203,16 +202,16 @@ def test_api_command_serves_until_sigterm(redis_url: str) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+    def healthz() -> httpx.Response | None:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+        except httpx.TransportError:
+            assert process.poll() is None, process.stdout.read() if process.stdout else ""
+            return None
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, process.stdout.read() if process.stdout else ""
-                assert time.monotonic() < deadline, "delayline api never answered"
-                time.sleep(0.1)
+        health = wait_for(healthz, 30, "delayline api to answer", interval_s=0.1)
         assert health.status_code == 503  # no scheduler behind this Redis
         denied = httpx.post(
             f"http://127.0.0.1:{port}/v1/messages", json={"topic": "t", "body": "x"}

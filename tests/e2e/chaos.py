@@ -30,8 +30,9 @@ from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.conftest import free_port
+from tests import support
 from tests.e2e.harness import SMALL_WHEEL, Arrival, SchedulerProcess, arrivals, wait_for
+from tests.support import free_port
 
 TOPICS = ("chaos.orders", "chaos.reminders", "chaos.retries")
 #: A raw cancel must reach the inbound stream this long before its message is
@@ -247,17 +248,18 @@ def xadd_all(raw: redis.Redis, records: Sequence[dict[bytes, bytes]]) -> None:
     A retry after a lost reply appends a record twice; the scheduler delivers
     an id once, so that is what a real producer may do too.
     """
-    deadline = time.monotonic() + 300
-    while True:
+
+    def added() -> bool:
         try:
             pipe = raw.pipeline(transaction=False)
             for record in records:
                 pipe.xadd(keys.INBOUND, dict(record))  # type: ignore[arg-type]
             pipe.execute()
-            return
+            return True
         except (redis.ConnectionError, redis.TimeoutError):
-            assert time.monotonic() < deadline, "Redis stayed away for 5 minutes"
-            time.sleep(0.2)
+            return False
+
+    support.wait_for(added, 300, "Redis to come back and take the records", interval_s=0.2)
 
 
 @dataclass

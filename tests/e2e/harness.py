@@ -22,6 +22,7 @@ from delayline import ids, timing
 from delayline.model import Cancel, Message
 from delayline.redis import keys
 from delayline.validation import Limits
+from tests import support
 from tests.conftest import alive, kill_processes, tagged_processes
 
 #: Spark's first start in a fresh process takes 10-30 s on a 2-core machine.
@@ -43,21 +44,24 @@ def wait_for(
     logs: Sequence[SchedulerProcess] = (),
     details: Callable[[], str] | None = None,
 ) -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout_s`` with the schedulers' logs.
+    """Poll ``condition`` every 0.1 s until it holds; fail after ``timeout_s`` seconds with
+    the tails of the schedulers' logs (tests.support.wait_for, which this wraps).
 
     ``details``, if given, is called at the timeout and its text added to the failure.
     """
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            tails = "".join(
-                f"\n--- scheduler {n} ---\n{p.output[-4000:]}" for n, p in enumerate(logs)
-            )
-            extra = f"\n{details()}" if details is not None else ""
-            raise AssertionError(
-                f"timed out after {timeout_s:.0f} s waiting for {what}{extra}{tails}"
-            )
-        time.sleep(0.1)
+
+    def failure() -> str:
+        parts = [details()] if details is not None else []
+        parts += [f"--- scheduler {n} ---\n{p.output[-4000:]}" for n, p in enumerate(logs)]
+        return "\n".join(parts)
+
+    support.wait_for(
+        condition,
+        timeout_s,
+        what,
+        interval_s=0.1,
+        details=failure if details is not None or logs else None,
+    )
 
 
 #: Every process of one SchedulerProcess carries this variable, set to its own token.

@@ -9,7 +9,6 @@ counted as a cancel or a duplicate.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -27,8 +26,8 @@ from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.records import MAX_REASON_BYTES
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.conftest import free_port
 from tests.e2e.harness import SchedulerProcess
+from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -406,14 +405,21 @@ class Observer:
 
 def settle(live: Live, observer: Observer, expected: Expected) -> None:
     """Poll until every record written is accounted for (fail after SETTLE_TIMEOUT_S)."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while missing := observer.missing(expected):
-        live.check_running()
-        assert time.monotonic() < deadline, (
-            f"after {SETTLE_TIMEOUT_S:.0f} s, still waiting for {missing[:10]}\n"
-            f"{live.scheduler.output[-4000:]}"
-        )
-        time.sleep(0.1)
+    missing: list[str] = []
+
+    def accounted() -> bool:
+        missing[:] = observer.missing(expected)
+        if missing:
+            live.check_running()
+        return not missing
+
+    wait_for(
+        accounted,
+        SETTLE_TIMEOUT_S,
+        "every record to be accounted for",
+        interval_s=0.1,
+        details=lambda: f"still waiting for {missing[:10]}\n{live.scheduler.output[-4000:]}",
+    )
 
 
 def check_outcomes(observer: Observer, expected: Expected) -> None:

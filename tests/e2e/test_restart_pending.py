@@ -14,8 +14,8 @@ import redis
 
 from delayline import Client
 from delayline.timing import now_ms
-from tests.conftest import free_port
 from tests.e2e.harness import SchedulerProcess, wait_for
+from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 

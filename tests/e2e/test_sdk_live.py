@@ -22,8 +22,8 @@ from delayline.ids import new_message_id
 from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.timing import now_ms
-from tests.conftest import free_port
 from tests.e2e.harness import SchedulerProcess, wait_for
+from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 

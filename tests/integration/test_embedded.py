@@ -7,7 +7,7 @@ import redis
 
 from delayline.errors import ConfigurationError
 from delayline.redis.embedded import EmbeddedRedis
-from tests.conftest import free_port
+from tests.support import free_port
 
 
 def test_embedded_redis_keeps_an_aof_and_survives_a_restart(tmp_path: Path) -> None:

@@ -6,16 +6,15 @@ message with the id of one waiting in the outbox: the first one wins.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import redis
 
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.streams import ChunkResult, RedisStreams
+from delayline.redis.streams import ChunkResult, PumpResult, RedisStreams
 from delayline.rows import Deliver
 from delayline.timing import now_ms
+from tests.support import wait_for
 
 #: An hour ago: these messages are due at once.
 DUE_MS = now_ms() - 3_600_000
@@ -108,10 +107,12 @@ def test_the_pump_rejects_a_message_whose_topic_was_poisoned_while_it_waited(
     assert raw_redis.zscore(keys.OUTBOX, waiting.id) == due_ms
     raw_redis.set(POISONED, "not a stream")
     before_ms = now_ms()
-    deadline = time.monotonic() + 10
-    while (pumped := streams.pump(100, 60)).moved == 0:
-        assert time.monotonic() < deadline, "the pump never took the message"
-        time.sleep(0.01)
+
+    def pump_took_some() -> PumpResult | None:
+        result = streams.pump(100, 60)
+        return result if result.moved else None
+
+    pumped = wait_for(pump_took_some, 10, "the pump to take the message", interval_s=0.01)
     assert (pumped.moved, pumped.next_due_ms) == (1, None)
     check_rejected(raw_redis, waiting, before_ms)
     assert raw_redis.zcard(keys.OUTBOX) == raw_redis.hlen(keys.OUTBOX_DATA) == 0
@@ -151,10 +152,12 @@ def test_a_due_duplicate_sends_the_first_one_waiting_in_the_outbox(
     due_ms = now_ms() + 300
     first = deliver("orders", due_ms)
     write(streams, 0, first)
-    deadline = time.monotonic() + 10
-    while redis_time_ms(raw_redis) <= due_ms:  # due now, but the pump has not run
-        assert time.monotonic() < deadline, "Redis's clock never reached the due time"
-        time.sleep(0.01)
+    wait_for(  # due now, but the pump has not run
+        lambda: redis_time_ms(raw_redis) > due_ms,
+        10,
+        "Redis's clock to reach the due time",
+        interval_s=0.01,
+    )
     result = write(streams, 1, first._replace(body=b"second"))
     assert (result.delivered, result.duplicates) == (1, 1)
     [(entry_id, fields)] = raw_redis.xrange("orders")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
 
 from delayline import Client
 from delayline.scheduler.pump import Pump
+from tests.support import wait_for
 
 
 @pytest.fixture
@@ -26,15 +27,8 @@ def script_calls(raw: redis.Redis) -> int:
     return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
 
 
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_an_idle_pump_blocks_instead_of_polling(pump: Pump, raw_redis: redis.Redis) -> None:
-    wait_until(lambda: script_calls(raw_redis) > 0, 10, "the pump's first call")
+    wait_for(lambda: script_calls(raw_redis) > 0, 10, "the pump's first call", interval_s=0.01)
     before = script_calls(raw_redis)
     time.sleep(3)  # the quantity measured: calls made over an idle span
     # One call per nap of at most a second; a polling pump made hundreds.
@@ -44,13 +38,13 @@ def test_an_idle_pump_blocks_instead_of_polling(pump: Pump, raw_redis: redis.Red
 def test_the_bell_wakes_an_idle_pump_for_a_message_due_soon(
     pump: Pump, redis_url: str, raw_redis: redis.Redis
 ) -> None:
-    wait_until(lambda: script_calls(raw_redis) > 0, 10, "the pump's first call")
+    wait_for(lambda: script_calls(raw_redis) > 0, 10, "the pump's first call", interval_s=0.01)
     sent = []
     with Client(redis_url) as client:
         for n in range(1, 4):
             time.sleep(0.3)  # into a nap on the bell, at another phase each time
             sent.append(client.send("soon", b"x", delay=100))
-            wait_until(lambda n=n: raw_redis.xlen("soon") == n, 5, "the delivery")
+            wait_for(lambda n=n: raw_redis.xlen("soon") == n, 5, "the delivery", interval_s=0.01)
     entries = [fields for _, fields in raw_redis.xrange("soon")]
     assert [fields[b"id"].decode() for fields in entries] == sent
     for fields in entries:

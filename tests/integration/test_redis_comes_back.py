@@ -22,7 +22,7 @@ from delayline.redis.streams import RedisStreams
 from delayline.rows import Deliver
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
-from tests.conftest import free_port
+from tests.support import free_port, wait_for
 
 #: Keys in the slow-to-load AOF: enough for a load of a second or more on 2 cores.
 BIG_AOF_KEYS = 3_000_000
@@ -38,10 +38,12 @@ def big_aof(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # Without an RDB preamble the rewrite is BIG_AOF_KEYS commands to replay.
         client.config_set("aof-use-rdb-preamble", "no")
         client.bgrewriteaof()
-        deadline = time.monotonic() + 120
-        while int(client.info("persistence")["aof_rewrite_in_progress"]):
-            assert time.monotonic() < deadline, "the AOF rewrite did not finish"
-            time.sleep(0.1)
+        wait_for(
+            lambda: not int(client.info("persistence")["aof_rewrite_in_progress"]),
+            120,
+            "the AOF rewrite to finish",
+            interval_s=0.1,
+        )
         client.close()
     return directory
 
@@ -98,16 +100,17 @@ def loading_redis(big_aof: Path, tmp_path: Path) -> Iterator[str]:
     try:
         # No redis-py retries: they would sleep through the load this waits to see.
         probe = redis.Redis(port=port, retry=no_retries())
-        deadline = time.monotonic() + 30
-        while True:
+
+        def loading() -> bool:
             try:
                 probe.ping()
-                pytest.fail("Redis finished loading before the test could see it loading")
             except redis.BusyLoadingError:
-                break
+                return True
             except redis.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.01)
+                return False  # not listening yet
+            pytest.fail("Redis finished loading before the test could see it loading")
+
+        wait_for(loading, 30, "redis-server to start", interval_s=0.01)
         probe.close()
         yield f"redis://127.0.0.1:{port}/0"
     finally:
@@ -188,11 +191,14 @@ def test_a_raw_cancel_stops_a_message_already_in_the_outbox(redis_url: str) -> N
     # What the source does for a raw op=cancel record it reads, replayed once.
     streams.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
     streams.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
-    deadline = time.monotonic() + 10
-    while raw.zcard(keys.OUTBOX):
-        assert time.monotonic() < deadline, "the pump never took the message"
+
+    def outbox_empty() -> bool:
+        if not raw.zcard(keys.OUTBOX):
+            return True
         streams.pump(100, journal_ttl_s=60)
-        time.sleep(0.01)
+        return False
+
+    wait_for(outbox_empty, 10, "the pump to take the message", interval_s=0.01)
     assert raw.xlen("outboxed") == 0, "a cancelled message was delivered"
     assert raw.hget(keys.journal(due_ms), message_id) == b"cancelled"
     assert raw.ttl(keys.cancel_requests(due_ms)) > 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import redis
@@ -18,7 +17,7 @@ from delayline.scheduler.chunks import write_once
 from delayline.scheduler.task import BatchTask
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.conftest import free_port
+from tests.support import free_port, wait_for
 
 #: A due time one minute ago: these rows go straight to their topics.
 DUE_MS = now_ms() - 60_000
@@ -105,10 +104,7 @@ def test_a_message_not_yet_due_waits_in_the_outbox_for_the_pump(
     assert raw_redis.zscore(keys.OUTBOX, soon.id) == due_ms
     early = streams.pump(100, 3600)
     assert (early.moved, early.next_due_ms) == (0, due_ms)
-    deadline = time.monotonic() + 10
-    while streams.pump(100, 3600).moved == 0:
-        assert time.monotonic() < deadline, "the pump never delivered"
-        time.sleep(0.01)
+    wait_for(lambda: streams.pump(100, 3600).moved, 10, "the pump to deliver", interval_s=0.01)
     [(entry_id, fields)] = raw_redis.xrange("orders")
     assert fields[b"id"] == soon.id.encode()
     assert int(entry_id.split(b"-")[0]) >= due_ms  # never early, by Redis's clock
@@ -130,10 +126,7 @@ def test_the_sources_hand_off_is_exactly_once_across_a_replay(
     assert raw_redis.lrange(keys.OUTBOX_BELL, 0, -1) == [b"1"]  # one ring for the pump
     assert write_once(streams, task, "handoff", [soon, later, again], journal_ttl_s=3600) == []
     assert streams.sink_progress("q", 1, 3) == 0  # the sink's marker is its own
-    deadline = time.monotonic() + 10
-    while streams.pump(100, 3600).moved == 0:
-        assert time.monotonic() < deadline, "the pump never delivered"
-        time.sleep(0.01)
+    wait_for(lambda: streams.pump(100, 3600).moved, 10, "the pump to deliver", interval_s=0.01)
     [(_, fields)] = raw_redis.xrange("orders")
     assert (fields[b"id"], fields[b"body"]) == (soon.id.encode(), soon.body)  # the first wins
     assert int(fields[b"delivered_at_ms"]) >= soon_ms
@@ -171,10 +164,9 @@ def test_an_sdk_cancel_wins_while_the_message_is_in_the_outbox(
     doomed = deliver(new_message_id(due_ms), due_ms=due_ms)
     write(streams, 0, 0, [doomed])
     raw_redis.hset(keys.cancel_requests(due_ms), doomed.id, now_ms())  # what Client.cancel writes
-    deadline = time.monotonic() + 10
-    while streams.pump(100, 3600).moved == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for(
+        lambda: streams.pump(100, 3600).moved, 10, "the pump to take the message", interval_s=0.01
+    )
     assert raw_redis.exists("orders") == 0
     assert raw_redis.hget(keys.journal(due_ms), doomed.id) == b"cancelled"
     assert stats(raw_redis)["dropped"] == 1
@@ -303,10 +295,7 @@ def test_the_pause_gate_holds_until_the_flag_is_gone(
 
     holder = threading.Thread(target=source, daemon=True)
     holder.start()
-    deadline = time.monotonic() + 10
-    while not streams.is_holding("run"):
-        assert time.monotonic() < deadline, "the source never reported holding"
-        time.sleep(0.01)
+    wait_for(lambda: streams.is_holding("run"), 10, "the source to report holding", interval_s=0.01)
     assert not released.is_set()
     raw_redis.delete(keys.pause("run"))
     holder.join(10)

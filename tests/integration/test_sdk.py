@@ -21,6 +21,7 @@ from delayline.rows import Drop, Reject
 from delayline.timing import HORIZON_MS, now_ms
 from delayline.validation import Limits
 from tests.sinking import delivered, sink
+from tests.support import wait_for
 
 
 @pytest.fixture
@@ -70,14 +71,19 @@ def test_send_many_validates_everything_first(client: Client, raw_redis: redis.R
 
 
 def pump_until(redis_url: str, done: Callable[[], bool], timeout_s: float = 10) -> None:
-    """Run the scheduler's outbox pump until ``done()``: poll with a deadline."""
+    """Run the scheduler's outbox pump until ``done()``; fail after ``timeout_s`` seconds."""
     streams = RedisStreams.from_url(redis_url)
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, "the pump did not finish in time"
+
+    def pumped_enough() -> bool:
+        if done():
+            return True
         streams.pump(1_000, journal_ttl_s=3600)
-        time.sleep(0.01)
-    streams.close()
+        return False
+
+    try:
+        wait_for(pumped_enough, timeout_s, "the pump to finish", interval_s=0.01)
+    finally:
+        streams.close()
 
 
 def test_a_message_due_soon_skips_the_scheduler(
@@ -334,10 +340,12 @@ def test_follow_sees_only_new_entries(
     watcher = threading.Thread(target=watch)
     watcher.start()
     # "$" means "after whatever is last when XREAD starts": wait until it is blocked.
-    deadline = time.monotonic() + 10
-    while not any(c["cmd"] == "xread" for c in raw_redis.client_list()):
-        assert time.monotonic() < deadline, "the follower never blocked on XREAD"
-        time.sleep(0.01)
+    wait_for(
+        lambda: any(c["cmd"] == "xread" for c in raw_redis.client_list()),
+        10,
+        "the follower to block on XREAD",
+        interval_s=0.01,
+    )
     sink(redis_url, delivered(fresh, topic="watch"))
     watcher.join(10)
     assert seen == [fresh]
