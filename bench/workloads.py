@@ -50,6 +50,11 @@ ABSORB_TIMEOUT_S = 900
 #: load goes at the rate the system absorbs, as a producer's would, and memory
 #: measured afterwards is about pending messages, not about a backlog once held.
 LOAD_BACKLOG = 100_000
+#: After a load, how long a workload lets the system rest before it measures (s):
+#: its figures are about N messages pending, not about the tail of loading them.
+#: delayline collects the heap a load grew 5 s after the load's last batch
+#: (QuietSpells), and the JVM returns freed native memory every 5 s.
+REST_AFTER_LOAD_S = 15
 #: capacity: a step is good if its p99 is at most this, with nothing lost, duplicated
 #: or early, and the generator reached 95% of the step's rate.
 CAPACITY_P99_MS = 100
@@ -144,8 +149,9 @@ class Bench:
 
     def ensure_pending(self, count: int) -> dict[str, Any]:
         """Load far-future messages (due 1-2 h ahead, by the system's own producer)
-        until ``count`` are pending in this session, then wait until the system has
-        absorbed them. Returns what it did, for the result's params."""
+        until ``count`` are pending in this session, wait until the system has
+        absorbed them, then REST_AFTER_LOAD_S more. Returns what it did, for the
+        result's params."""
         todo = max(0, count - self.pending)
         started = time.monotonic()
         deadline = started + ABSORB_TIMEOUT_S
@@ -164,13 +170,17 @@ class Bench:
             )
         loaded = time.monotonic()
         absorbed = self.system.wait_absorbed(ABSORB_TIMEOUT_S) if todo else True
+        absorb_s = time.monotonic() - loaded
+        if todo:
+            time.sleep(REST_AFTER_LOAD_S)
         self.pending = max(self.pending, count)
         return {
             "pending": count,
             "loaded_now": todo,
             "load_s": round(loaded - started, 1),
-            "absorb_s": round(time.monotonic() - loaded, 1),
+            "absorb_s": round(absorb_s, 1),
             "absorbed": absorbed,
+            "rested_s": REST_AFTER_LOAD_S if todo else 0,
         }
 
 
