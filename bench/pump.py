@@ -34,7 +34,7 @@ from bench.systems.zset import MOVE_DUE
 from delayline import Client
 from delayline.redis import keys, scripts
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.redis.streams import RedisStreams
+from delayline.redis.store import DeliveryStore
 from delayline.scheduler.pump import PUMP_BATCH
 from delayline.timing import now_ms
 
@@ -112,7 +112,7 @@ def _pump(url: str, messages: int, script: str | None = None) -> dict[str, float
     assert raw.zcard(keys.OUTBOX) == messages
     while now_ms() <= due_ms:
         time.sleep(0.05)
-    streams = RedisStreams.from_url(url)
+    store = DeliveryStore.from_url(url)
     variant = raw.register_script(script) if script is not None else None
     pump_keys = [keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS, keys.REJECTS]
     cpu_s = redis_cpu_s(raw)
@@ -120,7 +120,7 @@ def _pump(url: str, messages: int, script: str | None = None) -> dict[str, float
     while (
         variant(keys=pump_keys, args=[PUMP_BATCH, 3600])[0]
         if variant is not None
-        else streams.pump(PUMP_BATCH, 3600).moved
+        else store.pump(PUMP_BATCH, 3600).moved
     ):
         calls += 1
     elapsed_s = time.perf_counter() - started

@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 
 from delayline.ids import deliver_at_ms_of
-from delayline.redis.streams import RedisStreams
+from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver, SinkRow
 
 
 def sink(redis_url: str, *rows: SinkRow) -> None:
     """Write ``rows`` through the sink's own transport call, as one fresh batch."""
-    streams = RedisStreams.from_url(redis_url)
-    streams.write_chunk(
+    store = DeliveryStore.from_url(redis_url)
+    store.write_chunk(
         query_id="q",
         partition=0,
         batch_id=time.time_ns(),
@@ -20,7 +20,7 @@ def sink(redis_url: str, *rows: SinkRow) -> None:
         rows=list(rows),
         journal_ttl_s=3600,
     )
-    streams.close()
+    store.close()
 
 
 def delivered(

@@ -20,8 +20,7 @@ from delayline.delivery import DeliveryBase
 from delayline.model import Message
 from delayline.plans import Plan, consuming
 from delayline.plans.observing import Metrics
-from delayline.redis.connection import DEFAULT_PATIENCE_MS
-from delayline.redis.streams import AsyncRedisStreams
+from delayline.redis.connection import DEFAULT_PATIENCE_MS, AsyncRedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.validation import Limits
@@ -41,11 +40,11 @@ class AsyncClient(ClientBase):
         patience_ms: int | None = DEFAULT_PATIENCE_MS,
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
-        self._streams = AsyncRedisStreams.from_url(url, patience_ms=patience_ms)
+        self._connection = AsyncRedisConnection.from_url(url, patience_ms=patience_ms)
 
     async def _run(self, plan: Plan[T]) -> T:
         while True:
-            replies = await self._streams.execute(
+            replies = await self._connection.execute(
                 plan.commands,
                 action=plan.action,
                 transaction=plan.transaction,
@@ -124,7 +123,7 @@ class AsyncClient(ClientBase):
 
     async def close(self) -> None:
         """Release the connection pool."""
-        await self._streams.close()
+        await self._connection.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self

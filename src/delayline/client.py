@@ -20,8 +20,7 @@ from delayline.delivery import DeliveryBase
 from delayline.errors import ValidationError
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
-from delayline.redis.connection import DEFAULT_PATIENCE_MS
-from delayline.redis.streams import RedisStreams
+from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.validation import Limits
@@ -126,11 +125,11 @@ class Client(ClientBase):
         patience_ms: int | None = DEFAULT_PATIENCE_MS,
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
-        self._streams = RedisStreams.from_url(url, patience_ms=patience_ms)
+        self._connection = RedisConnection.from_url(url, patience_ms=patience_ms)
 
     def _run(self, plan: Plan[T]) -> T:
         while True:
-            replies = self._streams.execute(
+            replies = self._connection.execute(
                 plan.commands,
                 action=plan.action,
                 transaction=plan.transaction,
@@ -242,7 +241,7 @@ class Client(ClientBase):
 
     def close(self) -> None:
         """Release the connection pool."""
-        self._streams.close()
+        self._connection.close()
 
     def __enter__(self) -> Client:
         return self

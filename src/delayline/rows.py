@@ -1,7 +1,7 @@
 """The rows the scheduler's sink hands to Redis: deliver, cascade, drop, reject.
 
 Plain values, so that the scheduler's pure parts and its tests can build them
-without Redis; :meth:`delayline.redis.streams.RedisStreams.write_chunk` writes them.
+without Redis; :meth:`delayline.redis.store.DeliveryStore.write_chunk` writes them.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from delayline.client import Client
 from delayline.errors import ConnectError
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
+from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.redis.streams import RedisStreams
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.session import resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
@@ -74,9 +74,9 @@ def run_service(
             server.start(on_progress=lambda line: echo(f"redis     {line}"))
             settings = replace(settings, redis_url=server.url)
         # No retries inside a call: the loops here wait, report, and stay stoppable.
-        streams = RedisStreams.from_url(settings.redis_url, patience_ms=0)
-        cleanup.callback(streams.close)
-        if not _wait_for_redis(streams, settings.redis_url, stop, echo):
+        connection = RedisConnection.from_url(settings.redis_url, patience_ms=0)
+        cleanup.callback(connection.close)
+        if not _wait_for_redis(connection, settings.redis_url, stop, echo):
             echo("stopped")
             return
         kind = "embedded, AOF everysec" if server is not None else "external"
@@ -107,18 +107,18 @@ def run_service(
 
 
 def _wait_for_redis(
-    streams: RedisStreams, url: str, stop: threading.Event, echo: Callable[[str], None]
+    connection: RedisConnection, url: str, stop: threading.Event, echo: Callable[[str], None]
 ) -> bool:
     """Block until Redis serves (True) or a stop is asked for (False), saying why it waits."""
     last_said_at = -math.inf
     while True:
         try:
-            streams.ping()
+            connection.ping()
             return True
         except ConnectError as exc:
             reason = str(exc)
         with contextlib.suppress(ConnectError):
-            percent = streams.loading_percent()
+            percent = connection.loading_percent()
             if percent is not None:
                 reason = f"Redis is loading its data: {percent:.0f}%"
         if time.monotonic() - last_said_at >= _WAITING_REPORT_S:

@@ -14,7 +14,7 @@ import redis
 from delayline.api.app import create_app
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.streams import RedisStreams
+from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
 from delayline.timing import now_ms
 from tests.sinking import delivered, sink
@@ -200,8 +200,8 @@ def test_status_and_cancel(redis_url: str, raw_redis: redis.Redis) -> None:
         assert error_of(await http.delete(f"/v1/messages/{shipped}")) == (409, "id", "delivered")
 
         refused = new_message_id(now_ms())
-        streams = RedisStreams.from_url(redis_url)
-        streams.write_chunk(
+        store = DeliveryStore.from_url(redis_url)
+        store.write_chunk(
             query_id="q",
             partition=1,
             batch_id=1,
@@ -209,7 +209,7 @@ def test_status_and_cancel(redis_url: str, raw_redis: redis.Redis) -> None:
             rows=[Reject([(b"op", b"send")], "bad topic", message_id=refused)],
             journal_ttl_s=3600,
         )
-        streams.close()
+        store.close()
         assert (await http.get(f"/v1/messages/{refused}")).json()["reason"] == "bad topic"
         assert error_of(await http.delete(f"/v1/messages/{refused}")) == (409, "id", "rejected")
 
@@ -235,9 +235,9 @@ def test_healthz_and_metrics(redis_url: str) -> None:
             "last_batch_age_ms": None,
             "error": None,
         }
-        streams = RedisStreams.from_url(redis_url)
-        streams.record_batches("query-1", [(7, now_ms() - 400, 350), (8, now_ms(), 420)])
-        streams.close()
+        store = DeliveryStore.from_url(redis_url)
+        store.record_batches("query-1", [(7, now_ms() - 400, 350), (8, now_ms(), 420)])
+        store.close()
         alive = await http.get("/healthz")
         assert alive.status_code == 200
         body = alive.json()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from delayline.api.app import create_app
-from delayline.redis.streams import RedisStreams
+from delayline.redis.store import DeliveryStore
 from delayline.timing import now_ms
 
 
@@ -29,10 +29,10 @@ def test_every_route_keeps_its_contract(redis_url: str) -> None:
         "GET /healthz",
         "GET /metrics",
     }
-    streams = RedisStreams.from_url(redis_url)
+    store = DeliveryStore.from_url(redis_url)
     for operation in operations:
         # A live scheduler, so that /healthz answers 200 (its 503 is tested elsewhere).
-        streams.record_batches("query", [(1, now_ms(), 300)])
+        store.record_batches("query", [(1, now_ms(), 300)])
 
         @given(case=operation.as_strategy())
         @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))

@@ -11,7 +11,7 @@ import redis
 
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.streams import ChunkResult, PumpResult, RedisStreams
+from delayline.redis.store import ChunkResult, DeliveryStore, PumpResult
 from delayline.rows import Deliver
 from delayline.timing import now_ms
 from tests.support import wait_for
@@ -23,8 +23,8 @@ POISONED = "orders.poisoned"
 
 
 @pytest.fixture
-def streams(redis_url: str) -> RedisStreams:
-    return RedisStreams.from_url(redis_url)
+def store(redis_url: str) -> DeliveryStore:
+    return DeliveryStore.from_url(redis_url)
 
 
 def deliver(topic: str, due_ms: int = DUE_MS) -> Deliver:
@@ -40,10 +40,10 @@ def deliver(topic: str, due_ms: int = DUE_MS) -> Deliver:
 
 
 def write(
-    streams: RedisStreams, batch_id: int, *rows: Deliver, journal_ttl_s: int = 60
+    store: DeliveryStore, batch_id: int, *rows: Deliver, journal_ttl_s: int = 60
 ) -> ChunkResult:
     """Write ``rows`` as the whole of batch ``batch_id`` of partition 0."""
-    return streams.write_chunk(
+    return store.write_chunk(
         query_id="q",
         partition=0,
         batch_id=batch_id,
@@ -85,12 +85,12 @@ def check_rejected(raw: redis.Redis, message: Deliver, before_ms: int) -> None:
 
 
 def test_a_chunk_rejects_a_message_to_a_poisoned_topic_and_writes_the_rest(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     raw_redis.set(POISONED, "not a stream")
     poisoned, fine = deliver(POISONED), deliver("orders")
     before_ms = now_ms()
-    result = write(streams, 0, poisoned, fine)
+    result = write(store, 0, poisoned, fine)
     assert (result.written, result.delivered, result.rejected) == (2, 1, 1)
     check_rejected(raw_redis, poisoned, before_ms)
     assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [fine.id.encode()]
@@ -99,17 +99,17 @@ def test_a_chunk_rejects_a_message_to_a_poisoned_topic_and_writes_the_rest(
 
 
 def test_the_pump_rejects_a_message_whose_topic_was_poisoned_while_it_waited(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     due_ms = now_ms() + 300
     waiting = deliver(POISONED, due_ms)
-    write(streams, 0, waiting)
+    write(store, 0, waiting)
     assert raw_redis.zscore(keys.OUTBOX, waiting.id) == due_ms
     raw_redis.set(POISONED, "not a stream")
     before_ms = now_ms()
 
     def pump_took_some() -> PumpResult | None:
-        result = streams.pump(100, 60)
+        result = store.pump(100, 60)
         return result if result.moved else None
 
     pumped = wait_for(pump_took_some, 10, "the pump to take the message", interval_s=0.01)
@@ -120,11 +120,11 @@ def test_the_pump_rejects_a_message_whose_topic_was_poisoned_while_it_waited(
 
 
 def test_without_a_journal_a_poisoned_topic_is_still_a_reject(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     raw_redis.set(POISONED, "not a stream")
     poisoned = deliver(POISONED)
-    result = write(streams, 0, poisoned, journal_ttl_s=0)
+    result = write(store, 0, poisoned, journal_ttl_s=0)
     assert (result.delivered, result.rejected) == (0, 1)
     [(_, fields)] = raw_redis.xrange(keys.REJECTS)
     assert fields[b"id"] == poisoned.id.encode()
@@ -133,12 +133,12 @@ def test_without_a_journal_a_poisoned_topic_is_still_a_reject(
 
 
 def test_a_message_with_the_id_of_one_in_the_outbox_is_a_duplicate(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     due_ms = now_ms() + 60_000
     first = deliver("orders", due_ms)
-    write(streams, 0, first)
-    assert write(streams, 1, first._replace(body=b"second")).duplicates == 1
+    write(store, 0, first)
+    assert write(store, 1, first._replace(body=b"second")).duplicates == 1
     assert raw_redis.zcard(keys.OUTBOX) == 1
     [stored] = raw_redis.hvals(keys.OUTBOX_DATA)
     assert first.body in stored
@@ -147,24 +147,24 @@ def test_a_message_with_the_id_of_one_in_the_outbox_is_a_duplicate(
 
 
 def test_a_due_duplicate_sends_the_first_one_waiting_in_the_outbox(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     due_ms = now_ms() + 300
     first = deliver("orders", due_ms)
-    write(streams, 0, first)
+    write(store, 0, first)
     wait_for(  # due now, but the pump has not run
         lambda: redis_time_ms(raw_redis) > due_ms,
         10,
         "Redis's clock to reach the due time",
         interval_s=0.01,
     )
-    result = write(streams, 1, first._replace(body=b"second"))
+    result = write(store, 1, first._replace(body=b"second"))
     assert (result.delivered, result.duplicates) == (1, 1)
     [(entry_id, fields)] = raw_redis.xrange("orders")
     assert (fields[b"id"], fields[b"body"]) == (first.id.encode(), first.body)
     assert int(entry_id.split(b"-")[0]) >= due_ms
     assert raw_redis.zcard(keys.OUTBOX) == raw_redis.hlen(keys.OUTBOX_DATA) == 0
-    assert streams.pump(100, 60).moved == 0
+    assert store.pump(100, 60).moved == 0
 
 
 def redis_time_ms(raw: redis.Redis) -> int:

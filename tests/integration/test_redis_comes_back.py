@@ -16,9 +16,10 @@ from delayline import Client
 from delayline.errors import ConnectError
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.connection import no_retries
+from delayline.redis.connection import RedisConnection, no_retries
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.redis.streams import RedisStreams
+from delayline.redis.inbound import InboundStream
+from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
@@ -136,15 +137,15 @@ def test_the_scheduler_side_waits_through_a_restart(tmp_path: Path) -> None:
     port = free_port()
     server = EmbeddedRedis(tmp_path, port)
     server.start()
-    streams = RedisStreams.from_url(server.url, patience_ms=None)
-    streams.ping()
+    store = DeliveryStore.from_url(server.url, patience_ms=None)
+    store.ping()
     server.stop()
     wrote = threading.Event()
     message_id = new_message_id(now_ms() - 1_000)
 
     def sink() -> None:
         row = Deliver("t", message_id, b"b", "", "{}", now_ms() - 1_000, 1)
-        streams.write_chunk(
+        store.write_chunk(
             query_id="q", partition=0, batch_id=1, first_row=0, rows=[row], journal_ttl_s=60
         )
         wrote.set()
@@ -157,7 +158,7 @@ def test_the_scheduler_side_waits_through_a_restart(tmp_path: Path) -> None:
         assert wrote.wait(30), "the write did not resume once Redis was back"
         assert redis.Redis.from_url(server.url).xlen("t") == 1
     finally:
-        streams.close()
+        store.close()
         server.stop()
 
 
@@ -179,23 +180,24 @@ def test_an_orphaned_server_on_the_same_data_dir_is_taken_over(tmp_path: Path) -
 
 
 def test_a_raw_cancel_stops_a_message_already_in_the_outbox(redis_url: str) -> None:
-    streams = RedisStreams.from_url(redis_url)
+    store = DeliveryStore.from_url(redis_url)
+    inbound = InboundStream.from_url(redis_url)
     due_ms = now_ms() + 1_500
     message_id = new_message_id(due_ms)
     row = Deliver("outboxed", message_id, b"b", "", "{}", due_ms, 1)
-    streams.write_chunk(
+    store.write_chunk(
         query_id="q", partition=0, batch_id=1, first_row=0, rows=[row], journal_ttl_s=60
     )
     raw = redis.Redis.from_url(redis_url)
     assert raw.zscore(keys.OUTBOX, message_id) == due_ms
     # What the source does for a raw op=cancel record it reads, replayed once.
-    streams.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
-    streams.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
+    inbound.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
+    inbound.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
 
     def outbox_empty() -> bool:
         if not raw.zcard(keys.OUTBOX):
             return True
-        streams.pump(100, journal_ttl_s=60)
+        store.pump(100, journal_ttl_s=60)
         return False
 
     wait_for(outbox_empty, 10, "the pump to take the message", interval_s=0.01)
@@ -203,7 +205,8 @@ def test_a_raw_cancel_stops_a_message_already_in_the_outbox(redis_url: str) -> N
     assert raw.hget(keys.journal(due_ms), message_id) == b"cancelled"
     assert raw.ttl(keys.cancel_requests(due_ms)) > 0
     raw.close()
-    streams.close()
+    store.close()
+    inbound.close()
 
 
 def test_raw_cancels_waiting_in_the_inbound_stream_are_recorded_first(
@@ -216,9 +219,16 @@ def test_raw_cancels_waiting_in_the_inbound_stream_are_recorded_first(
     raw.xadd(keys.INBOUND, {"v": "1", "op": "cancel", "id": cancelled})
     raw.xadd(keys.INBOUND, {"v": "2", "op": "cancel", "id": other})  # not a v1 cancel
     raw.xadd(keys.INBOUND, {"v": "1", "op": "cancel", "id": "not-an-id"})
-    streams = RedisStreams.from_url(redis_url)
-    record_waiting_cancels(streams, retention_ms=60_000)
+    inbound = InboundStream.from_url(redis_url)
+    record_waiting_cancels(inbound, retention_ms=60_000)
     assert raw.hkeys(keys.cancel_requests(due_ms)) == [cancelled.encode()]
     assert raw.xlen(keys.INBOUND) == 4, "the scan must leave the stream to Spark"
     raw.close()
-    streams.close()
+    inbound.close()
+
+
+def test_an_unreachable_redis_is_a_connect_error() -> None:
+    connection = RedisConnection.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    with pytest.raises(ConnectError, match="cannot ping: Redis is unreachable") as caught:
+        connection.execute([("PING",)], action="ping", transaction=False, errors_ok=False)
+    assert isinstance(caught.value.__cause__, redis.ConnectionError)

@@ -16,7 +16,7 @@ from delayline.errors import InvalidMessageIdError, ValidationError
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.model import decode_record
 from delayline.redis import keys
-from delayline.redis.streams import RedisStreams
+from delayline.redis.store import DeliveryStore
 from delayline.rows import Drop, Reject
 from delayline.timing import HORIZON_MS, now_ms
 from delayline.validation import Limits
@@ -72,18 +72,18 @@ def test_send_many_validates_everything_first(client: Client, raw_redis: redis.R
 
 def pump_until(redis_url: str, done: Callable[[], bool], timeout_s: float = 10) -> None:
     """Run the scheduler's outbox pump until ``done()``; fail after ``timeout_s`` seconds."""
-    streams = RedisStreams.from_url(redis_url)
+    store = DeliveryStore.from_url(redis_url)
 
     def pumped_enough() -> bool:
         if done():
             return True
-        streams.pump(1_000, journal_ttl_s=3600)
+        store.pump(1_000, journal_ttl_s=3600)
         return False
 
     try:
         wait_for(pumped_enough, timeout_s, "the pump to finish", interval_s=0.01)
     finally:
-        streams.close()
+        store.close()
 
 
 def test_a_message_due_soon_skips_the_scheduler(

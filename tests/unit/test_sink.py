@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from delayline.ids import new_message_id
-from delayline.redis.streams import ChunkResult
+from delayline.redis.store import ChunkResult
 from delayline.rows import Deliver, Drop, Reject, SinkRow
 from delayline.scheduler import packs
 from delayline.scheduler.chunks import MAX_CHUNK_BYTES, row_bytes, write_in_chunks

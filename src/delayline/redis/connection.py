@@ -1,19 +1,24 @@
-"""Calling Redis: redis-py's errors translated into delayline's, and calls retried
-with backoff, for a while, when Redis cannot serve yet."""
+"""Calling Redis: redis-py's errors translated into delayline's, calls retried with
+backoff, for a while, when Redis cannot serve yet, and the client every side builds
+on (:class:`RedisConnection`, and :class:`AsyncRedisConnection` for asyncio)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, Self, TypeVar
 
 import redis
+import redis.asyncio
+import redis.asyncio.retry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.errors import ConnectError, TransportError
+from delayline.plans import Command
 
 #: How long a call keeps retrying a Redis that cannot serve (loading its data,
 #: unreachable, refusing writes it cannot persist) before raising ConnectError (ms).
@@ -102,3 +107,108 @@ async def with_patience_async(
             if delay_s is None:
                 raise
             await asyncio.sleep(delay_s)
+
+
+class RedisConnection:
+    """One connection pool to Redis, every call translated and retried (within patience).
+
+    The SDK runs its plans through :meth:`execute`; the scheduler's sides
+    (:mod:`delayline.redis.inbound`, :mod:`delayline.redis.store`) add their calls.
+    """
+
+    def __init__(
+        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> None:
+        self._redis = client
+        self._patience_ms = patience_ms
+
+    @classmethod
+    def from_url(
+        cls, url: str = DEFAULT_REDIS_URL, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> Self:
+        """A client for ``url`` (``redis://host:port/db``); it connects on first use.
+
+        Every call retries for up to ``patience_ms`` while Redis cannot serve
+        (``None``: until it can). Raises ValueError for a malformed URL.
+        """
+        client = redis.Redis.from_url(
+            url, socket_connect_timeout=5, health_check_interval=30, retry=no_retries()
+        )
+        return cls(client, patience_ms=patience_ms)
+
+    def _call(self, action: str, call: Callable[[], T]) -> T:
+        return with_patience(action, call, self._patience_ms)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._redis.close()
+
+    def ping(self) -> None:
+        """Raise ConnectError unless Redis answers (within this client's patience)."""
+        self._call("ping Redis", self._redis.ping)
+
+    def loading_percent(self) -> float | None:
+        """How much of its data a loading Redis has read (0-100), or None once it serves.
+
+        Redis answers INFO while it loads its AOF, and nothing else. Raises
+        ConnectError if it is unreachable.
+        """
+        with translated_errors("ask Redis for its loading progress"):
+            info: Any = self._redis.info("persistence")
+        if not int(info.get("loading", 0)):
+            return None
+        return float(info.get("loading_loaded_perc", 0.0))
+
+    def execute(
+        self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
+    ) -> list[Any]:
+        """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``).
+
+        With ``errors_ok``, a command's error is returned in its place instead
+        of raised. Other errors raise TransportError: "cannot <action>: ...".
+        """
+
+        def run() -> list[Any]:
+            pipe = self._redis.pipeline(transaction=transaction)
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(pipe.execute(raise_on_error=not errors_ok))
+
+        return self._call(action, run)
+
+
+class AsyncRedisConnection:
+    """The asyncio counterpart of :meth:`RedisConnection.execute`, for AsyncClient."""
+
+    def __init__(
+        self, client: redis.asyncio.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> None:
+        self._redis = client
+        self._patience_ms = patience_ms
+
+    @classmethod
+    def from_url(
+        cls, url: str = DEFAULT_REDIS_URL, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> Self:
+        """As :meth:`RedisConnection.from_url`, for asyncio."""
+        client = redis.asyncio.Redis.from_url(
+            url, socket_connect_timeout=5, retry=redis.asyncio.retry.Retry(NoBackoff(), 0)
+        )
+        return cls(client, patience_ms=patience_ms)
+
+    async def execute(
+        self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
+    ) -> list[Any]:
+        """As :meth:`RedisConnection.execute`, awaited."""
+
+        async def run() -> list[Any]:
+            pipe = self._redis.pipeline(transaction=transaction)
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(await pipe.execute(raise_on_error=not errors_ok))
+
+        return await with_patience_async(action, run, self._patience_ms)
+
+    async def close(self) -> None:
+        """Release the connection pool."""
+        await self._redis.aclose()

@@ -31,6 +31,8 @@ BATCH_DURATION = "delayline:batch_duration"
 
 #: Status records are grouped in hashes by the minute their message is due.
 JOURNAL_BUCKET_MS = 60_000
+#: How long sink and ingest markers outlive their last write (7 days, in s).
+MARKER_TTL_S = 7 * 24 * 3600
 
 
 def journal(deliver_at_ms: int) -> str:

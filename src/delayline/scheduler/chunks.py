@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from delayline.chunking import chunk_end
-from delayline.redis.streams import ChunkResult, RedisStreams
+from delayline.redis.store import ChunkResult, DeliveryStore
 from delayline.rows import Drop, Reject, SinkRow
 from delayline.scheduler.task import BatchTask
 
@@ -66,7 +66,7 @@ def write_in_chunks(
 
 
 def write_once(
-    streams: RedisStreams,
+    store: DeliveryStore,
     task: BatchTask,
     stage: str,
     rows: Sequence[SinkRow],
@@ -81,7 +81,7 @@ def write_once(
         return []
 
     def write_chunk(first: int, chunk: Sequence[SinkRow]) -> ChunkResult:
-        return streams.write_chunk(
+        return store.write_chunk(
             query_id=task.query_id,
             partition=task.partition,
             batch_id=task.batch_id,
@@ -91,5 +91,5 @@ def write_once(
             stage=stage,
         )
 
-    done = streams.sink_progress(task.query_id, task.partition, task.batch_id, stage=stage)
+    done = store.sink_progress(task.query_id, task.partition, task.batch_id, stage=stage)
     return write_in_chunks(rows, done, write_chunk)

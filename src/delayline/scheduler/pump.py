@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 from delayline.errors import TransportError
-from delayline.redis.streams import RedisStreams
+from delayline.redis.store import DeliveryStore
 
 #: Most messages one pump call moves.
 PUMP_BATCH = 1_000
@@ -37,7 +37,7 @@ class Pump:
         self,
         redis_url: str,
         journal_ttl_s: int,
-        prepare: Callable[[RedisStreams], None] | None = None,
+        prepare: Callable[[], None] | None = None,
     ) -> None:
         """``prepare`` runs once before the first delivery (and again until it succeeds)."""
         self._redis_url = redis_url
@@ -61,14 +61,14 @@ class Pump:
 
     def _run(self) -> None:
         # No retries inside a call: this loop waits and retries itself, and stays stoppable.
-        streams = RedisStreams.from_url(self._redis_url, patience_ms=0)
+        store = DeliveryStore.from_url(self._redis_url, patience_ms=0)
         try:
             while not self._stop.is_set():
                 try:
                     if self._prepare is not None:
-                        self._prepare(streams)
+                        self._prepare()
                         self._prepare = None
-                    result = streams.pump(PUMP_BATCH, self._journal_ttl_s)
+                    result = store.pump(PUMP_BATCH, self._journal_ttl_s)
                 except TransportError as exc:
                     # Redis is away: keep trying; the outbox is durable there.
                     self.last_error = exc
@@ -84,9 +84,9 @@ class Pump:
                 # Nothing due soon: block until an entry due soon rings, or the nap ends.
                 nap_s = MAX_NAP_S if gap_ms is None else min(MAX_NAP_S, (gap_ms - GUARD_MS) / 1000)
                 try:
-                    streams.wait_for_bell(nap_s)
+                    store.wait_for_bell(nap_s)
                 except TransportError as exc:
                     self.last_error = exc
                     self._stop.wait(0.5)
         finally:
-            streams.close()
+            store.close()

@@ -15,7 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import DelaylineError, SchedulerError
-from delayline.redis.streams import RedisStreams
+from delayline.redis.inbound import InboundStream
+from delayline.redis.store import DeliveryStore
 from delayline.scheduler.job import start_query
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.quiet import QuietSpells
@@ -46,16 +47,18 @@ class Scheduler:
         self._last_reported_batch = -1
         # Batches completed but not yet in the heartbeat: Redis may be away for a while.
         self._unrecorded: list[tuple[int, int, int]] = []
-        # No retries inside a call: the service's loop reports an outage and calls again.
-        self._streams = RedisStreams.from_url(settings.redis_url, patience_ms=0)
+        # No retries inside a call: the service's loop (for the heartbeat) and the
+        # pump's (for _prepare) report an outage and call again.
+        self._store = DeliveryStore.from_url(settings.redis_url, patience_ms=0)
+        self._inbound = InboundStream.from_url(settings.redis_url, patience_ms=0)
         # Only a local driver runs the tasks and grows with a load (session.py).
         self._quiet = QuietSpells() if runs_locally(settings) else None
 
-    def _prepare(self, streams: RedisStreams) -> None:
-        """Before the pump's first delivery: tell producers the horizon, and let raw
-        cancels that wait in the inbound stream win over the outbox."""
-        streams.publish_horizon(self.settings.fire_lead_ms)
-        record_waiting_cancels(streams, self.settings.journal_retention_ms)
+    def _prepare(self) -> None:
+        """Before the pump's first delivery (on its thread): tell producers the horizon,
+        and let raw cancels that wait in the inbound stream win over the outbox."""
+        self._store.publish_horizon(self.settings.fire_lead_ms)
+        record_waiting_cancels(self._inbound, self.settings.journal_retention_ms)
 
     def start(self) -> None:
         """Start the outbox pump, then Spark and the query.
@@ -127,7 +130,7 @@ class Scheduler:
         self._unrecorded += self._completed_batches()
         self._give_back_memory_when_quiet()
         if self._unrecorded:
-            self._streams.record_batches(self.query_id, self._unrecorded)
+            self._store.record_batches(self.query_id, self._unrecorded)
             self._unrecorded.clear()
 
     def _give_back_memory_when_quiet(self) -> None:
@@ -164,22 +167,23 @@ class Scheduler:
                 self._drain(query, drain_timeout_s)
             query.stop()
         self._pump.stop()
-        self._streams.close()
+        self._store.close()
+        self._inbound.close()
         spark, self._spark = self._spark, None
         if spark is not None:
             spark.stop()
 
     def _drain(self, query: StreamingQuery, timeout_s: float) -> None:
-        streams = RedisStreams.from_url(self.settings.redis_url, patience_ms=_DRAIN_PATIENCE_MS)
+        inbound = InboundStream.from_url(self.settings.redis_url, patience_ms=_DRAIN_PATIENCE_MS)
         try:
-            streams.request_pause(self._run_token, ttl_s=int(timeout_s) + 60)
+            inbound.request_pause(self._run_token, ttl_s=int(timeout_s) + 60)
             deadline = time.monotonic() + timeout_s
-            while query.isActive and not streams.is_holding(self._run_token):
+            while query.isActive and not inbound.is_holding(self._run_token):
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.05)
         finally:
-            streams.close()
+            inbound.close()
 
     def _running_query(self) -> StreamingQuery:
         if self._query is None:

@@ -31,7 +31,7 @@ from delayline.rows import Cascade, Drop, Reject, SinkRow
 from delayline.scheduler import packs, schemas
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import as_deliver, id_order, streams_for
+from delayline.scheduler.source import as_deliver, id_order, store_for
 from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
 
@@ -104,7 +104,7 @@ class DeliveryWriter(DataSourceStreamArrowWriter):
         if not rows:
             return DeliveryCommit(delivered=0, duplicates=0, dropped=0, rejected=0)
         results = write_once(
-            streams_for(self._settings.redis_url),
+            store_for(self._settings.redis_url),
             current_batch_task(),
             "sink",
             rows,

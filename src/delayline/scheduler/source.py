@@ -25,7 +25,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from delayline import ids
-from delayline.redis.streams import RedisStreams
+from delayline.redis.inbound import InboundStream
+from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
 from delayline.scheduler import packs, schemas
 from delayline.scheduler.chunks import write_once
@@ -52,7 +53,7 @@ def waiting_cancels(entries: Iterable[tuple[str, Mapping[bytes, bytes]]]) -> lis
     return found
 
 
-def record_waiting_cancels(streams: RedisStreams, retention_ms: int) -> None:
+def record_waiting_cancels(inbound: InboundStream, retention_ms: int) -> None:
     """Record a cancel request for each raw cancel that waits in the inbound stream.
 
     After a crash, the pump delivers what waits in the outbox before Spark is
@@ -60,25 +61,30 @@ def record_waiting_cancels(streams: RedisStreams, retention_ms: int) -> None:
     would lose to it; this runs first. The stream holds only what Spark has
     not committed, so the scan is short.
     """
-    streams.record_cancel_requests(
-        waiting_cancels(streams.read_inbound(START_ID, "+")), retention_ms
-    )
+    inbound.record_cancel_requests(waiting_cancels(inbound.read(START_ID, "+")), retention_ms)
 
 
 @cache
-def streams_for(url: str) -> RedisStreams:
-    """One connection pool per URL per Python worker (workers are reused across tasks).
+def inbound_for(url: str) -> InboundStream:
+    """One inbound client per URL per Python worker (workers are reused across tasks).
 
     It waits as long as Redis needs to come back (loading, restarting, out of
     disk): a task that failed instead would be retried a few times and then
     stop the query; a task that waits resumes where it was.
     """
-    return RedisStreams.from_url(url, patience_ms=None)
+    return InboundStream.from_url(url, patience_ms=None)
+
+
+@cache
+def store_for(url: str) -> DeliveryStore:
+    """One store client per URL per Python worker, for the hand-off and the sink;
+    as patient as :func:`inbound_for`, for the same reason."""
+    return DeliveryStore.from_url(url, patience_ms=None)
 
 
 def record_wakeups(redis_url: str, times_ms: Iterable[int]) -> None:
     """Record when state timers are due, for the source to wake a batch (see latestOffset)."""
-    streams_for(redis_url).add_wakeups(times_ms)
+    inbound_for(redis_url).add_wakeups(times_ms)
 
 
 def as_deliver(record: packs.Record) -> Deliver:
@@ -198,14 +204,14 @@ class InboundReader(DataSourceStreamReader):
         return ReadMaxRows(self._settings.max_batch_rows)
 
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
-        streams = streams_for(self._settings.redis_url)
+        inbound = inbound_for(self._settings.redis_url)
         # Called on the stream thread before each batch is planned: holding here
         # lets the driver stop between batches, with none half done.
-        streams.hold_while_paused(self._run_token)
+        inbound.hold_while_paused(self._run_token)
         if isinstance(limit, ReadMaxRows):
-            last = streams.inbound_last_id_within(start["id"], limit.max_rows)
+            last = inbound.last_id_within(start["id"], limit.max_rows)
         else:  # ReadAllAvailable: the engine asks for everything, whatever our default
-            last = streams.inbound_last_id()
+            last = inbound.last_id()
         if last is None or id_order(last) <= id_order(start["id"]):
             last = start["id"]
         now = now_ms()
@@ -219,7 +225,7 @@ class InboundReader(DataSourceStreamReader):
             or start.get("run") != self._run_token
             # No-data batches are off (an idle query would run one every trigger):
             # a timer fires only in a batch, so wake one when a timer is due...
-            or streams.due_wakeup(ticked_ms, now)
+            or inbound.due_wakeup(ticked_ms, now)
             # ...or when none ran for a while, should a wakeup have been lost.
             or now - ticked_ms >= self._settings.idle_batch_ms
         ):
@@ -228,9 +234,9 @@ class InboundReader(DataSourceStreamReader):
         # Spark commits a source range only when it plans the next batch, and an idle
         # query plans none; the batch that ended at ``start`` is committed by now.
         if start["id"] != self._trimmed_upto:
-            streams.trim_inbound(start["id"])
+            inbound.trim(start["id"])
             self._trimmed_upto = start["id"]
-        streams.mark_settled(now)
+        inbound.mark_settled(now)
         return start
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InboundRange]:
@@ -241,23 +247,23 @@ class InboundReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, InboundRange)
         settings = self._settings
-        streams = streams_for(settings.redis_url)
-        batch = sort_inbound(streams.read_inbound(partition.after_id, partition.upto_id), settings)
+        inbound = inbound_for(settings.redis_url)
+        batch = sort_inbound(inbound.read(partition.after_id, partition.upto_id), settings)
         task = current_batch_task()
         # A raw cancel must also stop a message that already left Spark's state for
         # the outbox: the pump drops a message with a cancel request, as for the SDK's.
         # Recorded first, so that it also stops a message handed off just below.
-        streams.record_cancel_requests(batch.cancels, settings.journal_retention_ms)
+        inbound.record_cancel_requests(batch.cancels, settings.journal_retention_ms)
         # As the sink writes: due ones to their topic, the rest to the outbox, a
         # duplicate id counted once, and a replay resuming after what landed.
         write_once(
-            streams,
+            store_for(settings.redis_url),
             task,
             "handoff",
             batch.near,
             journal_ttl_s=settings.journal_retention_ms // 1000,
         )
-        streams.count_ingest(
+        inbound.count_ingest(
             task.query_id, task.partition, task.batch_id, batch.accepted, len(batch.cancels)
         )
         if batch.packs:
@@ -268,5 +274,5 @@ class InboundReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, str]) -> None:
         if end["id"] != START_ID:
-            streams_for(self._settings.redis_url).trim_inbound(end["id"])
+            inbound_for(self._settings.redis_url).trim(end["id"])
             self._trimmed_upto = end["id"]

@@ -1,31 +1,30 @@
-"""The Redis seam against a real server: the sink's exactly-once protocol above all."""
+"""The store side against a real server: the sink's exactly-once protocol above all,
+the outbox and its pump."""
 
 from __future__ import annotations
-
-import threading
 
 import pytest
 import redis
 
-from delayline.errors import ConnectError, TransportError
+from delayline.errors import TransportError
 from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
 from delayline.redis import keys
-from delayline.redis.streams import ChunkResult, RedisStreams
+from delayline.redis.store import ChunkResult, DeliveryStore
 from delayline.rows import Cascade, Deliver, Drop, Reject, SinkRow
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.task import BatchTask
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.support import free_port, wait_for
+from tests.support import wait_for
 
 #: A due time one minute ago: these rows go straight to their topics.
 DUE_MS = now_ms() - 60_000
 
 
 @pytest.fixture
-def streams(redis_url: str) -> RedisStreams:
-    return RedisStreams.from_url(redis_url)
+def store(redis_url: str) -> DeliveryStore:
+    return DeliveryStore.from_url(redis_url)
 
 
 def deliver(message_id: str, topic: str = "orders", due_ms: int = DUE_MS) -> Deliver:
@@ -45,14 +44,14 @@ def stats(raw: redis.Redis) -> dict[str, int]:
 
 
 def write(
-    streams: RedisStreams,
+    store: DeliveryStore,
     batch_id: int,
     first_row: int,
     rows: list[SinkRow],
     *,
     journal_ttl_s: int = 3600,
 ) -> ChunkResult:
-    return streams.write_chunk(
+    return store.write_chunk(
         query_id="q",
         partition=0,
         batch_id=batch_id,
@@ -63,10 +62,10 @@ def write(
 
 
 def test_a_chunk_writes_topic_entries_in_the_documented_format(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     before_ms = now_ms()
-    result = write(streams, 0, 0, [deliver("A"), deliver("B", topic="other")])
+    result = write(store, 0, 0, [deliver("A"), deliver("B", topic="other")])
     after_ms = now_ms()
     assert (result.delivered, result.duplicates) == (2, 0)
     [(entry_id, fields)] = raw_redis.xrange("orders")
@@ -95,16 +94,16 @@ def test_a_chunk_writes_topic_entries_in_the_documented_format(
 
 
 def test_a_message_not_yet_due_waits_in_the_outbox_for_the_pump(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     due_ms = now_ms() + 1_500
     soon = deliver(new_message_id(due_ms), due_ms=due_ms)
-    write(streams, 0, 0, [soon])
+    write(store, 0, 0, [soon])
     assert raw_redis.xlen("orders") == 0
     assert raw_redis.zscore(keys.OUTBOX, soon.id) == due_ms
-    early = streams.pump(100, 3600)
+    early = store.pump(100, 3600)
     assert (early.moved, early.next_due_ms) == (0, due_ms)
-    wait_for(lambda: streams.pump(100, 3600).moved, 10, "the pump to deliver", interval_s=0.01)
+    wait_for(lambda: store.pump(100, 3600).moved, 10, "the pump to deliver", interval_s=0.01)
     [(entry_id, fields)] = raw_redis.xrange("orders")
     assert fields[b"id"] == soon.id.encode()
     assert int(entry_id.split(b"-")[0]) >= due_ms  # never early, by Redis's clock
@@ -114,19 +113,19 @@ def test_a_message_not_yet_due_waits_in_the_outbox_for_the_pump(
 
 
 def test_the_sources_hand_off_is_exactly_once_across_a_replay(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     soon_ms, later_ms = now_ms() + 500, now_ms() + 30_000
     soon = deliver(new_message_id(soon_ms), due_ms=soon_ms)
     later = deliver(new_message_id(later_ms), due_ms=later_ms)
     again = soon._replace(body=b"a second send with the same id")
     task = BatchTask(query_id="q", batch_id=3, partition=1)
-    [first] = write_once(streams, task, "handoff", [soon, later, again], journal_ttl_s=3600)
+    [first] = write_once(store, task, "handoff", [soon, later, again], journal_ttl_s=3600)
     assert (first.written, first.duplicates) == (3, 1)
     assert raw_redis.lrange(keys.OUTBOX_BELL, 0, -1) == [b"1"]  # one ring for the pump
-    assert write_once(streams, task, "handoff", [soon, later, again], journal_ttl_s=3600) == []
-    assert streams.sink_progress("q", 1, 3) == 0  # the sink's marker is its own
-    wait_for(lambda: streams.pump(100, 3600).moved, 10, "the pump to deliver", interval_s=0.01)
+    assert write_once(store, task, "handoff", [soon, later, again], journal_ttl_s=3600) == []
+    assert store.sink_progress("q", 1, 3) == 0  # the sink's marker is its own
+    wait_for(lambda: store.pump(100, 3600).moved, 10, "the pump to deliver", interval_s=0.01)
     [(_, fields)] = raw_redis.xrange("orders")
     assert (fields[b"id"], fields[b"body"]) == (soon.id.encode(), soon.body)  # the first wins
     assert int(fields[b"delivered_at_ms"]) >= soon_ms
@@ -135,11 +134,11 @@ def test_the_sources_hand_off_is_exactly_once_across_a_replay(
 
 
 def test_a_cascade_goes_back_to_the_inbound_stream_as_a_marked_send(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     due_ms = now_ms() + 3_600_000
     message_id = new_message_id(due_ms)
-    write(streams, 0, 0, [Cascade("orders", message_id, b"\x00b", "k", '{"h":"v"}', due_ms, 2)])
+    write(store, 0, 0, [Cascade("orders", message_id, b"\x00b", "k", '{"h":"v"}', due_ms, 2)])
     [(entry_id, fields)] = raw_redis.xrange(keys.INBOUND)
     assert fields[b"cascade"] == b"1"
     received_ms = int(entry_id.split(b"-")[0])
@@ -158,14 +157,14 @@ def test_a_cascade_goes_back_to_the_inbound_stream_as_a_marked_send(
 
 
 def test_an_sdk_cancel_wins_while_the_message_is_in_the_outbox(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     due_ms = now_ms() + 300
     doomed = deliver(new_message_id(due_ms), due_ms=due_ms)
-    write(streams, 0, 0, [doomed])
+    write(store, 0, 0, [doomed])
     raw_redis.hset(keys.cancel_requests(due_ms), doomed.id, now_ms())  # what Client.cancel writes
     wait_for(
-        lambda: streams.pump(100, 3600).moved, 10, "the pump to take the message", interval_s=0.01
+        lambda: store.pump(100, 3600).moved, 10, "the pump to take the message", interval_s=0.01
     )
     assert raw_redis.exists("orders") == 0
     assert raw_redis.hget(keys.journal(due_ms), doomed.id) == b"cancelled"
@@ -173,137 +172,66 @@ def test_an_sdk_cancel_wins_while_the_message_is_in_the_outbox(
 
 
 def test_a_replayed_batch_resumes_after_the_last_chunk_that_landed(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     rows = [deliver(str(n)) for n in range(5)]
-    write(streams, 7, 0, rows[:2])  # the first attempt wrote two rows, then died
-    assert streams.sink_progress("q", 0, 7) == 2
+    write(store, 7, 0, rows[:2])  # the first attempt wrote two rows, then died
+    assert store.sink_progress("q", 0, 7) == 2
     # The replay asks where to resume and writes only the rest.
-    resume = streams.sink_progress("q", 0, 7)
-    write(streams, 7, resume, rows[resume:])
+    resume = store.sink_progress("q", 0, 7)
+    write(store, 7, resume, rows[resume:])
     assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"0", b"1", b"2", b"3", b"4"]
     assert stats(raw_redis)["delivered"] == 5
-    assert streams.sink_progress("q", 0, 8) == 0  # the next batch starts from zero
+    assert store.sink_progress("q", 0, 8) == 0  # the next batch starts from zero
 
 
 def test_a_chunk_behind_the_marker_writes_nothing_and_says_where_to_resume(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
     rows = [deliver(str(n)) for n in range(4)]
-    write(streams, 3, 0, rows[:3])  # say, an orphaned worker of a killed run got this far
-    stale = write(streams, 3, 0, rows[:2])  # the replay, which read the marker earlier
+    write(store, 3, 0, rows[:3])  # say, an orphaned worker of a killed run got this far
+    stale = write(store, 3, 0, rows[:2])  # the replay, which read the marker earlier
     assert stale == ChunkResult(written=3, delivered=0, duplicates=0, dropped=0, rejected=0)
-    assert write(streams, 3, stale.written, rows[3:]).written == 4
+    assert write(store, 3, stale.written, rows[3:]).written == 4
     assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"0", b"1", b"2", b"3"]
 
 
 def test_a_chunk_that_would_leave_a_gap_is_refused(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
-    write(streams, 3, 0, [deliver("A")])
+    write(store, 3, 0, [deliver("A")])
     with pytest.raises(TransportError, match="DELAYLINE_MARKER"):
-        write(streams, 3, 5, [deliver("B")])
+        write(store, 3, 5, [deliver("B")])
     assert raw_redis.xlen("orders") == 1
 
 
 def test_the_journal_suppresses_a_second_delivery_of_an_id(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
-    write(streams, 0, 0, [deliver("A")])
-    result = write(streams, 1, 0, [deliver("A"), deliver("B")])  # e.g. a producer's retry
+    write(store, 0, 0, [deliver("A")])
+    result = write(store, 1, 0, [deliver("A"), deliver("B")])  # e.g. a producer's retry
     assert (result.delivered, result.duplicates) == (1, 1)
     assert [f[b"id"] for _, f in raw_redis.xrange("orders")] == [b"A", b"B"]
     assert stats(raw_redis)["duplicates"] == 1
 
 
 def test_without_a_journal_there_is_no_id_dedupe(
-    streams: RedisStreams, raw_redis: redis.Redis
+    store: DeliveryStore, raw_redis: redis.Redis
 ) -> None:
-    write(streams, 0, 0, [deliver("A")], journal_ttl_s=0)
-    write(streams, 1, 0, [deliver("A")], journal_ttl_s=0)
+    write(store, 0, 0, [deliver("A")], journal_ttl_s=0)
+    write(store, 1, 0, [deliver("A")], journal_ttl_s=0)
     assert raw_redis.xlen("orders") == 2
     assert raw_redis.exists(keys.journal(DUE_MS)) == 0
 
 
-def test_drops_and_rejects(streams: RedisStreams, raw_redis: redis.Redis) -> None:
+def test_drops_and_rejects(store: DeliveryStore, raw_redis: redis.Redis) -> None:
     fields = [(b"op", b"bad"), (b"reason", b"unknown op"), (b"inbound_id", b"1-0")]
     sent_id = new_message_id(DUE_MS)
     rejects = [Reject(fields, "unknown op"), Reject(fields, "bad topic", message_id=sent_id)]
-    result = write(streams, 0, 0, [Drop("C", DUE_MS), *rejects])
+    result = write(store, 0, 0, [Drop("C", DUE_MS), *rejects])
     assert (result.dropped, result.rejected) == (1, 2)
     assert raw_redis.hget(keys.journal(DUE_MS), "C") == b"cancelled"
     kept = [entry for _, entry in raw_redis.xrange(keys.REJECTS)]
     assert kept == [{b"op": b"bad", b"reason": b"unknown op", b"inbound_id": b"1-0"}] * 2
     assert raw_redis.hgetall(keys.rejected(DUE_MS)) == {sent_id.encode(): b"bad topic"}
     assert stats(raw_redis) == {"dropped": 1, "rejected": 2}
-
-
-def test_ingest_counts_are_added_once_per_batch(
-    streams: RedisStreams, raw_redis: redis.Redis
-) -> None:
-    streams.count_ingest("q", 0, 5, accepted=10, cancels=2)
-    streams.count_ingest("q", 0, 5, accepted=10, cancels=2)  # replay of batch 5
-    streams.count_ingest("q", 1, 5, accepted=1, cancels=0)  # another partition
-    streams.count_ingest("q", 0, 6, accepted=3, cancels=0)
-    assert stats(raw_redis) == {"accepted": 14, "cancels": 2}
-
-
-def test_inbound_offsets_reads_and_trim(streams: RedisStreams, raw_redis: redis.Redis) -> None:
-    assert streams.inbound_last_id() is None
-    assert streams.inbound_last_id_within("0-0", 10) is None
-    entry_ids = [raw_redis.xadd(keys.INBOUND, {b"n": str(n).encode()}).decode() for n in range(5)]
-    assert streams.inbound_last_id() == entry_ids[-1]
-    assert streams.inbound_last_id_within("0-0", 3) == entry_ids[2]
-    assert streams.inbound_last_id_within(entry_ids[2], 100) == entry_ids[4]
-    # More entries than asked for: counted from after_id, not from the stream's start.
-    assert streams.inbound_last_id_within(entry_ids[1], 2) == entry_ids[3]
-    # Nothing after after_id: the newest, which the source compares with its offset.
-    assert streams.inbound_last_id_within(entry_ids[4], 100) == entry_ids[4]
-    read = list(streams.read_inbound(entry_ids[0], entry_ids[3], page_size=2))
-    assert [entry_id for entry_id, _ in read] == entry_ids[1:4]
-    assert read[0][1] == {b"n": b"1"}
-    streams.trim_inbound(entry_ids[2])
-    assert [e.decode() for e, _ in raw_redis.xrange(keys.INBOUND)] == entry_ids[3:]
-
-
-def test_planning_through_a_backlog_does_not_grow_redis_lua_heap(
-    streams: RedisStreams, raw_redis: redis.Redis
-) -> None:
-    # Each planned batch of a backlog copies its entries into Lua; uncollected,
-    # those copies piled up to 100 MB of Lua heap while 1M sends were loaded.
-    pipe = raw_redis.pipeline(transaction=False)
-    for n in range(20_000):
-        pipe.xadd(keys.INBOUND, {b"op": b"send", b"body": f"message {n:08}".encode()})
-    first, *_, last = (entry_id.decode() for entry_id in pipe.execute())
-    lua_before = int(raw_redis.info("memory")["used_memory_lua"])
-    for _ in range(20):
-        assert streams.inbound_last_id_within("0-0", 15_000) not in (None, first, last)
-    grown = int(raw_redis.info("memory")["used_memory_lua"]) - lua_before
-    assert grown < 1_000_000, f"Redis's Lua heap grew by {grown} bytes"
-
-
-def test_the_pause_gate_holds_until_the_flag_is_gone(
-    streams: RedisStreams, redis_url: str, raw_redis: redis.Redis
-) -> None:
-    streams.hold_while_paused("run")  # no flag: returns at once
-    streams.request_pause("run", ttl_s=30)
-    released = threading.Event()
-
-    def source() -> None:
-        RedisStreams.from_url(redis_url).hold_while_paused("run")
-        released.set()
-
-    holder = threading.Thread(target=source, daemon=True)
-    holder.start()
-    wait_for(lambda: streams.is_holding("run"), 10, "the source to report holding", interval_s=0.01)
-    assert not released.is_set()
-    raw_redis.delete(keys.pause("run"))
-    holder.join(10)
-    assert released.is_set()
-
-
-def test_an_unreachable_redis_is_a_connect_error() -> None:
-    streams = RedisStreams.from_url(f"redis://127.0.0.1:{free_port()}/0")
-    with pytest.raises(ConnectError, match="cannot ping: Redis is unreachable") as caught:
-        streams.execute([("PING",)], action="ping", transaction=False, errors_ok=False)
-    assert isinstance(caught.value.__cause__, redis.ConnectionError)

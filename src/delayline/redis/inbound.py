@@ -1,0 +1,177 @@
+"""The scheduler source's side of Redis: the inbound stream producers append to.
+
+The source plans batches by entry id, reads and trims them, records the
+cancels it reads, counts what it ingests, wakes for the state's timers, and
+holds between batches while the driver drains (the pause gate).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, cast
+
+import redis
+
+from delayline.redis import keys, scripts
+from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
+from delayline.timing import now_ms
+
+#: An entry as redis-py returns it for a client without decode_responses.
+StreamEntry = tuple[bytes, dict[bytes, bytes]]
+
+
+class InboundStream(RedisConnection):
+    """``delayline:inbound`` as the scheduler's source reads it, and what goes with it."""
+
+    def __init__(
+        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> None:
+        super().__init__(client, patience_ms=patience_ms)
+        self._last_id_within = client.register_script(scripts.LAST_ID_WITHIN)
+        self._count_ingest = client.register_script(scripts.COUNT_INGEST)
+
+    # -- the stream ---------------------------------------------------------------------------
+
+    def last_id_within(self, after_id: str, max_rows: int) -> str | None:
+        """The id of the ``max_rows``-th entry after ``after_id``, or the newest one.
+
+        The newest may be ``after_id`` itself or older; None if the stream is empty.
+        """
+        entry_id = self._call(
+            "read the inbound stream",
+            lambda: self._last_id_within(keys=[keys.INBOUND], args=[after_id, max_rows]),
+        )
+        return entry_id.decode() if entry_id else None
+
+    def last_id(self) -> str | None:
+        """The id of the newest entry, or None if the stream is empty."""
+        newest = cast(
+            list[StreamEntry],
+            self._call(
+                "read the inbound stream", lambda: self._redis.xrevrange(keys.INBOUND, count=1)
+            ),
+        )
+        return newest[0][0].decode() if newest else None
+
+    def read(
+        self, after_id: str, upto_id: str, page_size: int = 500
+    ) -> Iterator[tuple[str, dict[bytes, bytes]]]:
+        """Entries with ``after_id < id <= upto_id``, in order, fetched a page at a time.
+
+        Pages are small because a page holds Redis for its whole copy, while due
+        messages wait for the pump: 500 entries take about a millisecond.
+        """
+        cursor = "(" + after_id
+        while True:
+            page = self._call(
+                "read the inbound stream",
+                functools.partial(self._xrange, cursor, upto_id, page_size),
+            )
+            for entry_id, fields in page:
+                yield entry_id.decode(), fields
+            if len(page) < page_size:
+                return
+            cursor = "(" + page[-1][0].decode()
+
+    def _xrange(self, first: str, last: str, count: int) -> list[StreamEntry]:
+        return cast(list[StreamEntry], self._redis.xrange(keys.INBOUND, first, last, count=count))
+
+    def trim(self, upto_id: str) -> None:
+        """Drop entries up to and including ``upto_id``: they are committed."""
+        ms, seq = upto_id.split("-")
+        self._call(
+            "trim the inbound stream",
+            lambda: self._redis.xtrim(
+                keys.INBOUND, minid=f"{ms}-{int(seq) + 1}", approximate=False
+            ),
+        )
+
+    # -- what the source records --------------------------------------------------------------
+
+    def record_cancel_requests(self, cancels: Sequence[tuple[str, int]], retention_ms: int) -> None:
+        """Record a cancel request for each (id, deliver_at_ms), as ``Client.cancel`` does.
+
+        The outbox pump drops a message that has one. A request already
+        recorded keeps its time, so a replayed batch changes nothing.
+        """
+        if not cancels:
+            return
+        now = now_ms()
+
+        def record() -> None:
+            pipe = self._redis.pipeline(transaction=False)
+            for message_id, deliver_at_ms in cancels:
+                requests = keys.cancel_requests(deliver_at_ms)
+                pipe.hsetnx(requests, message_id, now)
+                pipe.expireat(requests, (keys.bucket_end_ms(deliver_at_ms) + retention_ms) // 1000)
+            pipe.execute()
+
+        self._call("record cancel requests", record)
+
+    def due_wakeup(self, after_ms: int, upto_ms: int) -> bool:
+        """True if a state timer is due in ``(after_ms, upto_ms]``.
+
+        It forgets those up to ``after_ms``: a batch started after ``after_ms``
+        fired every timer due by then.
+        """
+
+        def check() -> list[Any]:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zremrangebyscore(keys.WAKEUPS, "-inf", after_ms)
+            pipe.zrangebyscore(keys.WAKEUPS, f"({after_ms}", upto_ms, start=0, num=1)
+            return list(pipe.execute())
+
+        return bool(self._call("read the scheduler's wakeups", check)[1])
+
+    def add_wakeups(self, times_ms: Iterable[int]) -> None:
+        """Record when state timers will be due (epoch ms), so the source wakes for them."""
+        mapping = {str(at_ms): at_ms for at_ms in times_ms}
+        if mapping:
+            self._call(
+                "record the scheduler's wakeups", lambda: self._redis.zadd(keys.WAKEUPS, mapping)
+            )
+
+    def mark_settled(self, at_ms: int) -> None:
+        """Record that the scheduler had nothing to do at ``at_ms``: no input, no timer due."""
+        self._call(
+            "record the heartbeat",
+            lambda: self._redis.hset(
+                keys.HEARTBEAT, mapping={"settled_at_ms": at_ms, "updated_at_ms": now_ms()}
+            ),
+        )
+
+    def count_ingest(
+        self, query_id: str, partition: int, batch_id: int, accepted: int, cancels: int
+    ) -> None:
+        """Add a batch's ingest counts to the stats, once per (query, partition, batch)."""
+        self._call(
+            "update ingest counters",
+            lambda: self._count_ingest(
+                keys=[keys.ingest_marker(query_id, partition), keys.STATS],
+                args=[batch_id, accepted, cancels, keys.MARKER_TTL_S],
+            ),
+        )
+
+    # -- the pause gate: a graceful stop ------------------------------------------------------
+
+    def request_pause(self, run_token: str, ttl_s: int) -> None:
+        """Ask the run's source to hold before its next batch (for up to ``ttl_s``)."""
+        self._call(
+            "request a pause", lambda: self._redis.set(keys.pause(run_token), "requested", ex=ttl_s)
+        )
+
+    def hold_while_paused(self, run_token: str, poll_s: float = 0.05) -> None:
+        """Block while a pause is requested, saying "holding" so the driver can stop."""
+        key = keys.pause(run_token)
+        while self._call("check for a pause", lambda: self._redis.get(key)) is not None:
+            self._call(
+                "report holding", lambda: self._redis.set(key, "holding", xx=True, keepttl=True)
+            )
+            time.sleep(poll_s)
+
+    def is_holding(self, run_token: str) -> bool:
+        """True once the source is blocked between batches."""
+        state = self._call("check for a pause", lambda: self._redis.get(keys.pause(run_token)))
+        return state == b"holding"

@@ -1,0 +1,199 @@
+"""The delivery side of Redis: the sink's writes, the outbox and its pump.
+
+The sink (and the source's hand-off of near sends) writes chunks of rows,
+each with its marker, to the topics or the outbox; the pump moves what is due
+from the outbox to the topics. The driver also tells producers the outbox's
+reach (the horizon) and records the batches it completes (the heartbeat).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+
+from delayline import ids
+from delayline.metrics import SUM_FIELD, bucket_label
+from delayline.redis import keys, scripts
+from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
+from delayline.rows import Cascade, Deliver, Drop, SinkRow
+from delayline.timing import now_ms
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkResult:
+    """What one sink chunk wrote; ``written`` is the marker after it (resume there)."""
+
+    written: int
+    delivered: int
+    duplicates: int
+    dropped: int
+    rejected: int
+
+
+@dataclass(frozen=True, slots=True)
+class PumpResult:
+    """One pump call: how many it moved, Redis's time, and the next due time (or None)."""
+
+    moved: int
+    now_ms: int
+    next_due_ms: int | None
+
+
+class DeliveryStore(RedisConnection):
+    """Where the scheduler puts messages on their way out: topics, outbox, status records."""
+
+    def __init__(
+        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> None:
+        super().__init__(client, patience_ms=patience_ms)
+        self._write_chunk = client.register_script(scripts.WRITE_CHUNK)
+        self._pump = client.register_script(scripts.PUMP)
+
+    # -- the sink -----------------------------------------------------------------------------
+
+    def sink_progress(
+        self, query_id: str, partition: int, batch_id: int, *, stage: str = "sink"
+    ) -> int:
+        """How many rows of this batch's partition ``stage`` already wrote (0 if none)."""
+        batch, written = cast(
+            list[bytes | None],
+            self._call(
+                "read the sink marker",
+                lambda: self._redis.hmget(
+                    keys.sink_marker(query_id, partition, stage), ["batch", "written"]
+                ),
+            ),
+        )
+        if batch is None or written is None or int(batch) != batch_id:
+            return 0
+        return int(written)
+
+    def write_chunk(
+        self,
+        *,
+        query_id: str,
+        partition: int,
+        batch_id: int,
+        first_row: int,
+        rows: Sequence[SinkRow],
+        journal_ttl_s: int,
+        stage: str = "sink",
+    ) -> ChunkResult:
+        """Write rows ``[first_row, first_row + len(rows))`` of a sink partition atomically.
+
+        Messages already due (by Redis's clock) go to their topics; the rest to
+        the outbox, for :meth:`pump`.
+
+        If another attempt already wrote past ``first_row``, nothing is written
+        and the result's ``written`` says where to resume. Raises TransportError
+        if Redis fails or the chunk would leave a gap.
+        """
+        args: list[Any] = [batch_id, first_row, len(rows), keys.MARKER_TTL_S, journal_ttl_s]
+        for row in rows:
+            if isinstance(row, Deliver):
+                args += [
+                    "d",
+                    row.topic,
+                    row.id,
+                    row.body,
+                    row.key,
+                    row.headers,
+                    row.deliver_at_ms,
+                    row.attempt,
+                    keys.journal(row.deliver_at_ms),
+                    keys.cancel_requests(row.deliver_at_ms),
+                ]
+            elif isinstance(row, Cascade):
+                args += [
+                    "c",
+                    row.id,
+                    row.topic,
+                    row.body,
+                    row.key,
+                    row.headers,
+                    row.deliver_at_ms,
+                    row.attempt,
+                ]
+            elif isinstance(row, Drop):
+                args += ["x", row.id, keys.journal(row.deliver_at_ms)]
+            else:
+                if row.message_id is None:
+                    args += ["r", "", "", row.reason]
+                else:
+                    status_key = keys.rejected(ids.deliver_at_ms_of(row.message_id))
+                    args += ["r", status_key, row.message_id, row.reason]
+                args.append(len(row.fields))
+                for name, value in row.fields:
+                    args += [name, value]
+        chunk_keys = [
+            keys.sink_marker(query_id, partition, stage),
+            keys.STATS,
+            keys.LATENESS,
+            keys.REJECTS,
+            keys.OUTBOX,
+            keys.OUTBOX_DATA,
+            keys.INBOUND,
+            keys.OUTBOX_BELL,
+        ]
+        # Safe to retry: the marker makes a chunk that did land write nothing again.
+        counts = self._call(
+            "write deliveries", lambda: self._write_chunk(keys=chunk_keys, args=args)
+        )
+        return ChunkResult(*(int(count) for count in counts))
+
+    # -- the outbox ---------------------------------------------------------------------------
+
+    def pump(self, max_messages: int, journal_ttl_s: int) -> PumpResult:
+        """Deliver up to ``max_messages`` due messages from the outbox (by Redis's clock)."""
+        moved, now_ms, next_due = self._call(
+            "deliver from the outbox",
+            lambda: self._pump(
+                keys=[keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS, keys.REJECTS],
+                args=[max_messages, journal_ttl_s],
+            ),
+        )
+        next_due_ms = int(float(next_due))
+        return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms)
+
+    def wait_for_bell(self, timeout_s: float) -> None:
+        """Block until an entry due soon enters the outbox, or ``timeout_s`` passes.
+
+        Redis times a blocked call out on its own cron (every 100 ms by default),
+        so it may return that much later than asked.
+        """
+        self._call("wait for the outbox", lambda: self._redis.blpop([keys.OUTBOX_BELL], timeout_s))
+
+    def publish_horizon(self, horizon_ms: int) -> None:
+        """Tell producers the scheduler's horizon: sends due within it go to the outbox."""
+        self._call(
+            "publish the horizon",
+            lambda: self._redis.hset(keys.CONFIG, "horizon_ms", horizon_ms),
+        )
+
+    # -- the heartbeat ------------------------------------------------------------------------
+
+    def record_batches(self, query_id: str, batches: Sequence[tuple[int, int, int]]) -> None:
+        """Record completed batches, each (batch_id, batch_at_ms, duration_ms), and beat."""
+        batch_id, batch_at_ms, duration_ms = batches[-1]
+
+        def beat() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hset(
+                keys.HEARTBEAT,
+                mapping={
+                    "query_id": query_id,
+                    "batch_id": batch_id,
+                    "last_batch_at_ms": batch_at_ms,
+                    "last_batch_ms": duration_ms,
+                    "updated_at_ms": now_ms(),
+                },
+            )
+            for _, _, each_ms in batches:
+                pipe.hincrby(keys.BATCH_DURATION, bucket_label(each_ms), 1)
+                pipe.hincrby(keys.BATCH_DURATION, SUM_FIELD, each_ms)
+            pipe.execute()
+
+        self._call("record the heartbeat", beat)

@@ -1,0 +1,82 @@
+"""The inbound side against a real server: offsets, reads and trims of the stream,
+ingest counts, and the pause gate."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+
+from delayline.redis import keys
+from delayline.redis.inbound import InboundStream
+from tests.support import wait_for
+
+
+@pytest.fixture
+def inbound(redis_url: str) -> InboundStream:
+    return InboundStream.from_url(redis_url)
+
+
+def test_ingest_counts_are_added_once_per_batch(
+    inbound: InboundStream, raw_redis: redis.Redis
+) -> None:
+    inbound.count_ingest("q", 0, 5, accepted=10, cancels=2)
+    inbound.count_ingest("q", 0, 5, accepted=10, cancels=2)  # replay of batch 5
+    inbound.count_ingest("q", 1, 5, accepted=1, cancels=0)  # another partition
+    inbound.count_ingest("q", 0, 6, accepted=3, cancels=0)
+    assert raw_redis.hgetall(keys.STATS) == {b"accepted": b"14", b"cancels": b"2"}
+
+
+def test_inbound_offsets_reads_and_trim(inbound: InboundStream, raw_redis: redis.Redis) -> None:
+    assert inbound.last_id() is None
+    assert inbound.last_id_within("0-0", 10) is None
+    entry_ids = [raw_redis.xadd(keys.INBOUND, {b"n": str(n).encode()}).decode() for n in range(5)]
+    assert inbound.last_id() == entry_ids[-1]
+    assert inbound.last_id_within("0-0", 3) == entry_ids[2]
+    assert inbound.last_id_within(entry_ids[2], 100) == entry_ids[4]
+    # More entries than asked for: counted from after_id, not from the stream's start.
+    assert inbound.last_id_within(entry_ids[1], 2) == entry_ids[3]
+    # Nothing after after_id: the newest, which the source compares with its offset.
+    assert inbound.last_id_within(entry_ids[4], 100) == entry_ids[4]
+    read = list(inbound.read(entry_ids[0], entry_ids[3], page_size=2))
+    assert [entry_id for entry_id, _ in read] == entry_ids[1:4]
+    assert read[0][1] == {b"n": b"1"}
+    inbound.trim(entry_ids[2])
+    assert [e.decode() for e, _ in raw_redis.xrange(keys.INBOUND)] == entry_ids[3:]
+
+
+def test_planning_through_a_backlog_does_not_grow_redis_lua_heap(
+    inbound: InboundStream, raw_redis: redis.Redis
+) -> None:
+    # Each planned batch of a backlog copies its entries into Lua; uncollected,
+    # those copies piled up to 100 MB of Lua heap while 1M sends were loaded.
+    pipe = raw_redis.pipeline(transaction=False)
+    for n in range(20_000):
+        pipe.xadd(keys.INBOUND, {b"op": b"send", b"body": f"message {n:08}".encode()})
+    first, *_, last = (entry_id.decode() for entry_id in pipe.execute())
+    lua_before = int(raw_redis.info("memory")["used_memory_lua"])
+    for _ in range(20):
+        assert inbound.last_id_within("0-0", 15_000) not in (None, first, last)
+    grown = int(raw_redis.info("memory")["used_memory_lua"]) - lua_before
+    assert grown < 1_000_000, f"Redis's Lua heap grew by {grown} bytes"
+
+
+def test_the_pause_gate_holds_until_the_flag_is_gone(
+    inbound: InboundStream, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    inbound.hold_while_paused("run")  # no flag: returns at once
+    inbound.request_pause("run", ttl_s=30)
+    released = threading.Event()
+
+    def source() -> None:
+        InboundStream.from_url(redis_url).hold_while_paused("run")
+        released.set()
+
+    holder = threading.Thread(target=source, daemon=True)
+    holder.start()
+    wait_for(lambda: inbound.is_holding("run"), 10, "the source to report holding", interval_s=0.01)
+    assert not released.is_set()
+    raw_redis.delete(keys.pause("run"))
+    holder.join(10)
+    assert released.is_set()
