@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from delayline import Client
 from delayline.errors import TransportError
 from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
@@ -169,6 +170,32 @@ def test_an_sdk_cancel_wins_while_the_message_is_in_the_outbox(
     assert raw_redis.exists("orders") == 0
     assert raw_redis.hget(keys.journal(due_ms), doomed.id) == b"cancelled"
     assert stats(raw_redis)["dropped"] == 1
+
+
+def test_one_pump_call_drops_only_the_cancelled_among_minutes_with_and_without_cancels(
+    store: DeliveryStore, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    # Three overdue messages in the outbox (the near path takes them), over two
+    # minutes: the first minute has a cancel request for one of its two, the
+    # second minute has none. One pump call takes all three.
+    now = now_ms()
+    with Client(redis_url) as client:
+        doomed, kept, later = client.send_many(
+            [
+                {"topic": "orders", "body": b"d", "deliver_at": now - 61_000},
+                {"topic": "orders", "body": b"k", "deliver_at": now - 61_000},
+                {"topic": "orders", "body": b"l", "deliver_at": now - 1_000},
+            ]
+        )
+    assert raw_redis.zcard(keys.OUTBOX) == 3
+    raw_redis.hset(keys.cancel_requests(now - 61_000), doomed, now)  # what Client.cancel writes
+    assert not raw_redis.exists(keys.cancel_requests(now - 1_000))
+    assert store.pump(100, 3600).moved == 3
+    delivered = [fields[b"id"].decode() for _, fields in raw_redis.xrange("orders")]
+    assert delivered == [kept, later]
+    assert raw_redis.hget(keys.journal(now - 61_000), doomed) == b"cancelled"
+    assert stats(raw_redis)["dropped"] == 1
+    assert raw_redis.zcard(keys.OUTBOX) == raw_redis.hlen(keys.OUTBOX_DATA) == 0
 
 
 def test_a_replayed_batch_resumes_after_the_last_chunk_that_landed(

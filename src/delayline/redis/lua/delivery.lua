@@ -61,11 +61,20 @@ end
 -- Deliver the message waiting under id in the outbox data hash, or drop it if the
 -- SDK recorded a cancel for it; the caller removes it from the outbox. False if
 -- none waits.
+-- A minute's cancel requests are rare: whether its hash exists is asked once
+-- per call, and only an existing one is searched for each id.
+local cancel_hashes = {}
+local function cancel_requested(cancels, id)
+  if cancel_hashes[cancels] == nil then
+    cancel_hashes[cancels] = redis.call('EXISTS', cancels) == 1
+  end
+  return cancel_hashes[cancels] and redis.call('HEXISTS', cancels, id) == 1
+end
 local function deliver_waiting(outbox_data, id)
   local fields = outbox_get(outbox_data, id)
   if not fields then return false end
   local topic, body, key, headers, due, attempt, journal, cancels = unpack(fields)
-  if redis.call('HEXISTS', cancels, id) == 1 then
+  if cancel_requested(cancels, id) then
     journal_put(journal, id, 'cancelled')
     counts.dropped = counts.dropped + 1
   else

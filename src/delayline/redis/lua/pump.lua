@@ -11,7 +11,9 @@ local rejects_key = KEYS[5]
 local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
 for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end
 if #due_ids > 0 then
-  redis.call('ZREM', KEYS[1], unpack(due_ids))
+  -- The due ids are the outbox's lowest ranks: removing the range is cheaper
+  -- than looking each one up again.
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #due_ids - 1)
   redis.call('HDEL', KEYS[2], unpack(due_ids))
 end
 flush_counts(KEYS[3], KEYS[4])
