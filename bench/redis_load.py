@@ -16,6 +16,8 @@ message has before any consumer runs.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import redis
@@ -34,6 +36,38 @@ def redis_cpu_s(client: redis.Redis) -> float:
 
 def _main_thread_s(info: dict[str, Any]) -> float:
     return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+
+
+class BusyWindow:
+    """How busy Redis's main thread is from ``start_ms`` (epoch ms) for ``span_ms``:
+    its CPU seconds per wall second, read from a thread of this process.
+
+    A fraction near 1 means every command waits for the one before it: a
+    consumer's read queues behind the pump's calls, whatever the rest does.
+    A context manager; ``fraction`` is None until the window has passed.
+    """
+
+    def __init__(self, url: str, start_ms: int, span_ms: int) -> None:
+        self.fraction: float | None = None
+        self._client = redis.Redis.from_url(url)
+        self._start_ms = start_ms
+        self._span_ms = span_ms
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> BusyWindow:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._thread.join()
+        self._client.close()
+
+    def _run(self) -> None:
+        time.sleep(max(0.0, self._start_ms / 1000 - time.time()))
+        cpu_s, began = redis_cpu_s(self._client), time.monotonic()
+        time.sleep(self._span_ms / 1000)
+        used_s = redis_cpu_s(self._client) - cpu_s
+        self.fraction = round(used_s / (time.monotonic() - began), 3)
 
 
 def snapshot(client: redis.Redis) -> dict[str, Any]:

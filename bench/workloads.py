@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench import redis_load
 from bench.measure import Receipts, Sampler, score
 from bench.systems import PRODUCER_RATE
 from bench.systems.base import Job, System, now_ms
@@ -311,7 +312,8 @@ def burst(
             sent_after_due += sum(1 for job in chunk if job.due_ms < sent_ms)
         produce_s = time.monotonic() - started
         due = {job.key: job.due_ms for job in jobs}
-        bench.wait_settled(due, timeout_s=settle_s)
+        with redis_load.BusyWindow(bench.system.redis_url, second_ms, 1_000) as busy:
+            bench.wait_settled(due, timeout_s=settle_s)
     result = _result(name, {"count": count, "settle_s": settle_s}, due, bench, sampler,
                      count / produce_s)  # fmt: skip
     received = [bench.receipts.first[key] for key in due if key in bench.receipts.first]
@@ -320,6 +322,8 @@ def burst(
         "produce_s": round(produce_s, 1),
         "sent_after_due": sent_after_due,
         "last_delivery_s": round((max(received) - second_ms) / 1000, 3) if received else None,
+        # Redis's main thread in the second the messages are due (1.0: no idle moment).
+        "redis_busy_in_due_second": busy.fraction,
     }
     return result
 
