@@ -172,6 +172,25 @@ def test_an_sdk_cancel_wins_while_the_message_is_in_the_outbox(
     assert stats(raw_redis)["dropped"] == 1
 
 
+def test_a_cancel_requested_after_its_slot_fired_wins_over_a_late_sink_write(
+    store: DeliveryStore, raw_redis: redis.Redis
+) -> None:
+    # Spark emitted both before the cancel came, and the sink writes them only
+    # once they are due (a slow batch): the cancel request recorded meanwhile wins.
+    doomed, other = deliver(new_message_id(DUE_MS)), deliver(new_message_id(DUE_MS))
+    raw_redis.hset(keys.cancel_requests(DUE_MS), doomed.id, now_ms())  # what Client.cancel writes
+    result = write(store, 0, 0, [doomed, other])
+    assert (result.delivered, result.dropped, result.duplicates) == (1, 1, 0)
+    assert [f[b"id"].decode() for _, f in raw_redis.xrange("orders")] == [other.id]
+    assert raw_redis.hget(keys.journal(DUE_MS), doomed.id) == b"cancelled"
+    # A cancel recorded after the delivery changes nothing: a replay is a duplicate.
+    raw_redis.hset(keys.cancel_requests(DUE_MS), other.id, now_ms())
+    replay = write(store, 1, 0, [other])
+    assert (replay.delivered, replay.dropped, replay.duplicates) == (0, 0, 1)
+    assert raw_redis.hget(keys.journal(DUE_MS), other.id) != b"cancelled"
+    assert raw_redis.xlen("orders") == 1
+
+
 def test_one_pump_call_drops_only_the_cancelled_among_minutes_with_and_without_cancels(
     store: DeliveryStore, redis_url: str, raw_redis: redis.Redis
 ) -> None:

@@ -58,9 +58,6 @@ local function deliver(topic, id, body, key, headers, due, attempt, journal)
   end
   late_counts[label] = (late_counts[label] or 0) + 1
 end
--- Deliver the message waiting under id in the outbox data hash, or drop it if the
--- SDK recorded a cancel for it; the caller removes it from the outbox. False if
--- none waits.
 -- A minute's cancel requests are rare: whether its hash exists is asked once
 -- per call, and only an existing one is searched for each id.
 local cancel_hashes = {}
@@ -70,16 +67,25 @@ local function cancel_requested(cancels, id)
   end
   return cancel_hashes[cancels] and redis.call('HEXISTS', cancels, id) == 1
 end
+-- Deliver a due message, or drop it if a cancel was requested for it meanwhile
+-- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
+-- after its slot fired still wins, as long as the message has not gone out.
+local function deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+  if not cancel_requested(cancels, id) then
+    deliver(topic, id, body, key, headers, due, attempt, journal)
+  elseif journal_put(journal, id, 'cancelled') == 1 then
+    counts.dropped = counts.dropped + 1
+  else
+    counts.duplicates = counts.duplicates + 1
+  end
+end
+-- Deliver (or drop) the message waiting under id in the outbox data hash; the
+-- caller removes it from the outbox. False if none waits.
 local function deliver_waiting(outbox_data, id)
   local fields = outbox_get(outbox_data, id)
   if not fields then return false end
   local topic, body, key, headers, due, attempt, journal, cancels = unpack(fields)
-  if cancel_requested(cancels, id) then
-    journal_put(journal, id, 'cancelled')
-    counts.dropped = counts.dropped + 1
-  else
-    deliver(topic, id, body, key, headers, due, attempt, journal)
-  end
+  deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
   return true
 end
 local function flush_counts(stats, lateness)

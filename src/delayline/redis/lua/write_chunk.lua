@@ -7,8 +7,9 @@
 --   'c' id topic body key headers deliver_at_ms attempt                          (cascade)
 --   'x' id journal_key                                                           (dropped)
 --   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
--- A message already due goes to its topic now; one not yet due waits in the
--- outbox (a sorted set by due time) for the pump. If a message with its id
+-- A message already due goes to its topic now, unless a cancel was requested
+-- for it (then it is dropped); one not yet due waits in the outbox (a sorted
+-- set by due time) for the pump, which checks for a cancel in turn. If a message with its id
 -- waits there already, that first one wins: this one is a duplicate, and if
 -- due, the first goes now. A message whose topic key is not a stream becomes a
 -- reject. A cascade goes back to the inbound stream, marked cascade=1.
@@ -53,8 +54,8 @@ for _ = 1, count do
       redis.call('HDEL', KEYS[6], id)
       counts.duplicates = counts.duplicates + 1
     else
-      deliver(ARGV[i + 1], id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7],
-        ARGV[i + 8])
+      deliver_or_drop(ARGV[i + 1], id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7],
+        ARGV[i + 8], ARGV[i + 9])
     end
     i = i + 10
   elseif kind == 'c' then
