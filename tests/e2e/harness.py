@@ -215,10 +215,11 @@ class SchedulerProcess:
             time.sleep(0.1)
         kill_processes(escaped)
 
-    def terminate(self, timeout_s: float) -> int:
-        """SIGTERM the driver only, as a service manager would; return its exit code."""
+    def interrupt(self, timeout_s: float) -> int:
+        """Ctrl-C at a terminal: SIGINT to the whole process group, the driver JVM
+        included; return the driver's exit code."""
         assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
+        os.killpg(self.process.pid, signal.SIGINT)
         return self.process.wait(timeout_s)
 
     def stop_quietly(self) -> None:

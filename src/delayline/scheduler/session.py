@@ -6,8 +6,10 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -121,6 +123,30 @@ def children_write_to(log_path: Path | None) -> Iterator[None]:
             os.close(original)
 
 
+@contextlib.contextmanager
+def sigint_left_to_us() -> Iterator[None]:
+    """While the block runs, this process ignores SIGINT, and so, for good, does a
+    child started meanwhile; then the handler from before the block is back.
+
+    Ctrl-C at a terminal signals the whole foreground process group, the driver
+    JVM included, which would exit at once, in the middle of a batch. A JVM
+    that finds SIGINT ignored at its start installs no handler for it (HotSpot
+    leaves a signal ignored by its parent alone, as under nohup). PySpark, for
+    its part, installs a SIGINT handler of its own when its context starts
+    (cancel the running jobs, raise KeyboardInterrupt), which the restore
+    undoes. ``delayline run`` then stops the query between batches. Only the
+    main thread may set a handler: elsewhere nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def build_session(settings: SchedulerSettings, spark_log: Path | None = None) -> SparkSession:
     """Start (or reuse) the Spark session for ``settings.master``.
 
@@ -146,7 +172,7 @@ def build_session(settings: SchedulerSettings, spark_log: Path | None = None) ->
     builder = SparkSession.builder.master(master) if master else SparkSession.builder
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # this process starts the driver JVM
         builder = builder.config("spark.driver.memory", settings.driver_memory)
-    with children_write_to(spark_log):
+    with children_write_to(spark_log), sigint_left_to_us():
         spark = _configured(builder, settings, java_options, scratch).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if local:
