@@ -22,7 +22,7 @@ from delayline.errors import ConfigurationError
 from delayline.scheduler.job import QUERY_NAME, start_query
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
-from tests.e2e.harness import check_exactly_once, send_workload, settled, wait_for
+from tests.e2e.harness import Workload, check_exactly_once, send_workload, settled, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -57,8 +57,16 @@ def running(spark: SparkSession, settings: SchedulerSettings) -> Iterator[Stream
         pump.stop()
 
 
-def progress(query: StreamingQuery) -> str:
-    return f"last progress: {query.lastProgress}\nerror: {query.exception()}"
+def settle_and_check(raw: redis.Redis, workload: Workload, query: StreamingQuery) -> None:
+    """Wait until every message is delivered or dropped and every bad record rejected,
+    then check that each arrived exactly once, none early."""
+    wait_for(
+        lambda: settled(raw, workload),
+        SETTLE_TIMEOUT_S,
+        "every message delivered or dropped, every bad record rejected",
+        details=lambda: f"last progress: {query.lastProgress}\nerror: {query.exception()}",
+    )
+    check_exactly_once(raw, workload, max_late_ms=None)
 
 
 def test_the_query_delivers_a_workload_exactly_once_through_both_wheels(
@@ -70,13 +78,7 @@ def test_the_query_delivers_a_workload_exactly_once_through_both_wheels(
         closing(redis.Redis.from_url(redis_url)) as raw,
     ):
         assert query.name == QUERY_NAME
-        wait_for(
-            lambda: settled(raw, workload),
-            SETTLE_TIMEOUT_S,
-            "every message delivered or dropped, every bad record rejected",
-            details=lambda: progress(query),
-        )
-        check_exactly_once(raw, workload, max_late_ms=None)
+        settle_and_check(raw, workload, query)
 
 
 def test_a_stopped_query_resumes_from_its_checkpoint_with_its_settings(
@@ -99,12 +101,6 @@ def test_a_stopped_query_resumes_from_its_checkpoint_with_its_settings(
             messages=early.messages | late.messages,
             cancelled=early.cancelled | late.cancelled,
         )
-        wait_for(
-            lambda: settled(raw, both),
-            SETTLE_TIMEOUT_S,
-            "both workloads settled",
-            details=lambda: progress(second),
-        )
-        check_exactly_once(raw, both, max_late_ms=None)
+        settle_and_check(raw, both, second)
     with pytest.raises(ConfigurationError, match="shards 4 -> 8"):
         start_query(spark, dataclasses.replace(settings, shards=8), run_token="refused")
