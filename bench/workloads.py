@@ -185,6 +185,10 @@ class Bench:
         }
 
 
+#: A workload: what a plan step runs against a started system; its result, for JSON.
+Workload = Callable[[Bench], dict[str, Any]]
+
+
 def _far_ms(rng: random.Random) -> Callable[[], int]:
     return lambda: rng.randint(*FAR_DELAY_MS)
 
