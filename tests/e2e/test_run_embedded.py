@@ -122,3 +122,20 @@ def test_missing_java_is_one_clear_line(data_dir: Path) -> None:
         "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
     ]
     assert "Traceback" not in completed.stderr + completed.stdout
+
+
+def test_a_killed_spark_jvm_ends_the_run_with_what_to_do(data_dir: Path) -> None:
+    # The kernel's OOM killer, or an operator's kill -9, takes the JVM alone.
+    args = ["--redis-port", str(free_port()), "--no-api", "--data-dir", str(data_dir)]
+    with SchedulerProcess(args) as service:
+        assert service.process is not None
+        family = psutil.Process(service.process.pid).children(recursive=True)
+        [jvm] = [process for process in family if process.name() == "java"]
+        jvm.kill()
+        assert service.process.wait(60) == 1
+        wait_for(lambda: "error: " in service.output, 10, "the error line")
+        [error] = [line for line in service.output.splitlines() if line.startswith("error: ")]
+        assert error.startswith("error: the Spark JVM stopped answering")
+        assert "start delayline run again" in error
+        assert str((data_dir / "spark.log").resolve()) in error
+        wait_for(lambda: not service.leftovers(), 30, "the scheduler's processes to exit")

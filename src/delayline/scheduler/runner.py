@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,10 @@ from delayline.timing import to_epoch_ms
 
 #: How long stopping waits for an unavailable Redis before it stops without draining (ms).
 _DRAIN_PATIENCE_MS = 2_000
+
+#: What a call into a Spark JVM that is gone raises: py4j's own error, or the
+#: socket's when py4j cannot connect again.
+_JVM_GONE = (Py4JError, ConnectionError)
 
 
 class Scheduler:
@@ -85,11 +90,14 @@ class Scheduler:
         """
         query = self._running_query()
         deadline = time.monotonic() + timeout_s
-        while query.lastProgress is None:
-            self.check()
-            if time.monotonic() > deadline:
-                raise SchedulerError(f"the first batch did not complete within {timeout_s:.0f} s")
-            time.sleep(0.1)
+        with self._jvm_answers():
+            while query.lastProgress is None:
+                self.check()
+                if time.monotonic() > deadline:
+                    raise SchedulerError(
+                        f"the first batch did not complete within {timeout_s:.0f} s"
+                    )
+                time.sleep(0.1)
 
     @property
     def query_id(self) -> str:
@@ -127,8 +135,9 @@ class Scheduler:
         status, ``/healthz`` and ``delayline stats`` read, and give a quiet local driver's
         heap back. Call it often (the service does, twice a second). Raises ConnectError
         while Redis is unreachable: the batches are recorded at a later call."""
-        self._unrecorded += self._completed_batches()
-        self._give_back_memory_when_quiet()
+        with self._jvm_answers():
+            self._unrecorded += self._completed_batches()
+            self._give_back_memory_when_quiet()
         if self._unrecorded:
             self._store.record_batches(self.query_id, self._unrecorded)
             self._unrecorded.clear()
@@ -144,11 +153,12 @@ class Scheduler:
             jvm.java.lang.System.gc()
 
     def check(self) -> None:
-        """Raise SchedulerError if the query has stopped on its own."""
+        """Raise SchedulerError if the query has stopped on its own, or its JVM is gone."""
         query = self._running_query()
-        if not query.isActive:
-            headline = _headline(query.exception())
-            raise SchedulerError(f"the scheduler query stopped: {headline}{_advice(headline)}")
+        with self._jvm_answers():
+            if not query.isActive:
+                headline = _headline(query.exception())
+                raise SchedulerError(f"the scheduler query stopped: {headline}{_advice(headline)}")
         if not self._pump.alive:
             raise SchedulerError("the outbox pump stopped")
 
@@ -161,17 +171,20 @@ class Scheduler:
         replayed, idempotently, at the next start.
         """
         query, self._query = self._query, None
-        if query is not None and query.isActive:
-            # If Redis is gone nothing can be written anyway: just stop.
-            with contextlib.suppress(DelaylineError):
-                self._drain(query, drain_timeout_s)
-            query.stop()
+        # A JVM that is gone has no batch to finish and nothing to stop.
+        with contextlib.suppress(*_JVM_GONE):
+            if query is not None and query.isActive:
+                # If Redis is gone nothing can be written anyway: just stop.
+                with contextlib.suppress(DelaylineError):
+                    self._drain(query, drain_timeout_s)
+                query.stop()
         self._pump.stop()
         self._store.close()
         self._inbound.close()
         spark, self._spark = self._spark, None
         if spark is not None:
-            spark.stop()
+            with contextlib.suppress(*_JVM_GONE):
+                spark.stop()
 
     def _drain(self, query: StreamingQuery, timeout_s: float) -> None:
         inbound = InboundStream.from_url(self.settings.redis_url, patience_ms=_DRAIN_PATIENCE_MS)
@@ -184,6 +197,20 @@ class Scheduler:
                 time.sleep(0.05)
         finally:
             inbound.close()
+
+    @contextlib.contextmanager
+    def _jvm_answers(self) -> Iterator[None]:
+        """Turn a call into a Spark JVM that is gone (killed, out of memory, crashed)
+        into SchedulerError, with what to do."""
+        try:
+            yield
+        except _JVM_GONE as exc:
+            log = f"; its last words are in {self._spark_log}" if self._spark_log else ""
+            raise SchedulerError(
+                f"the Spark JVM stopped answering ({type(exc).__name__}){log}: start "
+                "delayline run again, which resumes from the last committed batch and "
+                "loses nothing"
+            ) from exc
 
     def _running_query(self) -> StreamingQuery:
         if self._query is None:
