@@ -1,12 +1,16 @@
-"""Writing rows exactly as the scheduler's sink does, for tests of what reads them."""
+"""Writing rows exactly as the scheduler's sink does, and counting sends as its source
+does, for tests of what reads them."""
 
 from __future__ import annotations
 
 import time
 
 from delayline.ids import deliver_at_ms_of
+from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver, SinkRow
+from delayline.scheduler.settings import SchedulerSettings
+from delayline.scheduler.source import sort_inbound
 
 
 def sink(redis_url: str, *rows: SinkRow) -> None:
@@ -42,3 +46,12 @@ def delivered(
         deliver_at_ms=deliver_at_ms_of(message_id),
         attempt=attempt,
     )
+
+
+def count_inbound(redis_url: str) -> None:
+    """Count the sends waiting in the inbound stream as the source does (the forecast's
+    counts), as one fresh batch."""
+    inbound = InboundStream.from_url(redis_url)
+    batch = sort_inbound(inbound.read("0-0", "+"), SchedulerSettings())
+    inbound.count_ingest("q", 0, time.time_ns(), batch.accepted, cancels=len(batch.cancels))
+    inbound.close()

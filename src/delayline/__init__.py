@@ -22,6 +22,7 @@ from delayline.errors import (
     TransportError,
     ValidationError,
 )
+from delayline.forecast import Forecast
 from delayline.model import Cancel, Message
 from delayline.plans.observing import Metrics
 from delayline.retry import RetryPolicy
@@ -40,6 +41,7 @@ __all__ = [
     "DecodeError",
     "DelaylineError",
     "Delivery",
+    "Forecast",
     "InvalidMessageIdError",
     "JavaNotFoundError",
     "Limits",

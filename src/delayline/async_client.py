@@ -17,6 +17,7 @@ from delayline.client import (
 )
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
+from delayline.forecast import DEFAULT_HOT_OVER, Forecast
 from delayline.model import Message
 from delayline.plans import Plan, consuming
 from delayline.plans.observing import Metrics
@@ -88,6 +89,18 @@ class AsyncClient(ClientBase):
     async def metrics(self) -> Metrics:
         """See :meth:`delayline.Client.metrics`."""
         return await self._run(self._metrics_plan())
+
+    async def pending(
+        self,
+        *,
+        by: str = "minute",
+        topic: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        hot_over: int = DEFAULT_HOT_OVER,
+    ) -> Forecast:
+        """See :meth:`delayline.Client.pending`."""
+        return await self._run(self._pending_plan(by, topic, start, end, hot_over))
 
     async def consume(
         self,

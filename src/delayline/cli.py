@@ -29,6 +29,7 @@ from delayline.defaults import (
 )
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, DelaylineError, ValidationError
+from delayline.forecast import DEFAULT_HOT_OVER, GRANULARITIES
 from delayline.metrics import percentile_ms
 from delayline.progress import format_bound
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
@@ -409,6 +410,98 @@ def stats(redis_url: str, as_json: bool) -> None:
         f"{'scheduler':<18}"
         + ("never ran" if age is None else f"last batch {age / 1000:.1f} s ago")
     )
+
+
+def parse_moment(text: str, field: str) -> int:
+    """``--from`` / ``--to``: epoch ms if all digits, a duration from now (``90s``,
+    ``2h``), or an RFC 3339 time. Raises ValidationError for anything else."""
+    if text.isdigit():
+        return int(text)
+    try:
+        return timing.now_ms() + timing.parse_duration_ms(text)
+    except ValidationError:
+        pass
+    try:
+        return timing.parse_time_ms(text, field)
+    except ValidationError as exc:
+        raise ValidationError(
+            field,
+            "time",
+            f"--{field} {text!r} is neither an RFC 3339 time (2026-12-01T09:00:00Z), "
+            "epoch ms, nor a duration from now (2h)",
+        ) from exc
+
+
+#: Width of the longest bar in ``delayline pending`` (characters).
+BAR_WIDTH = 40
+
+
+def bar(count: int, largest: int) -> str:
+    """A bar proportional to ``count``; any count above zero shows at least one block."""
+    return "\u2588" * max(1, round(BAR_WIDTH * count / largest)) if count else ""
+
+
+@main.command()
+@redis_url_option
+@click.option(
+    "--by", type=click.Choice(GRANULARITIES), default="minute", show_default=True,
+    help="The bucket: minute, hour or day (UTC).",
+)  # fmt: skip
+@click.option("--topic", default=None, help="Only this topic.")
+@click.option(
+    "--from", "start", default=None,
+    help="From this time: RFC 3339, epoch ms, or a duration from now (2h).",
+)  # fmt: skip
+@click.option("--to", "end", default=None, help="Up to this time, excluded (same forms).")
+@click.option(
+    "--hot-over", type=int, default=DEFAULT_HOT_OVER, show_default=True,
+    help="Mark the seconds with more than this many due.",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (as GET /v1/pending).")
+@one_line_errors
+def pending(
+    redis_url: str,
+    by: str,
+    topic: str | None,
+    start: str | None,
+    end: str | None,
+    hot_over: int,
+    as_json: bool,
+) -> None:
+    """Show how many messages are pending, per time bucket and topic, and the hot instants.
+
+    It reads counters kept per due minute: instant, whatever the number pending.
+
+    \b
+    Example:
+      delayline pending --by hour
+      delayline pending --topic orders.timeout --from 2026-12-01T00:00:00Z --to 1d
+    """
+    with Client(redis_url) as client:
+        forecast = client.pending(
+            by=by,
+            topic=topic,
+            start=None if start is None else timing.from_epoch_ms(parse_moment(start, "from")),
+            end=None if end is None else timing.from_epoch_ms(parse_moment(end, "to")),
+            hot_over=hot_over,
+        )
+    if as_json:
+        click.echo(json.dumps(forecast.to_json(), separators=(",", ":")))
+        return
+    largest = max((bucket.count for bucket in forecast.buckets), default=0)
+    for bucket in forecast.buckets:
+        topics = "  ".join(
+            f"{name} {n:,}" for name, n in sorted(bucket.topics.items(), key=lambda t: -t[1])
+        )
+        click.echo(
+            f"{timing.format_time(bucket.start_ms)}  {bucket.count:>11,}  "
+            f"{bar(bucket.count, largest):<{BAR_WIDTH}}  {topics}".rstrip()
+        )
+    click.echo(f"{'total':<24}  {forecast.total:>11,}")
+    if forecast.hot:
+        click.echo(f"hot instants (more than {hot_over:,} due in one second):")
+        for instant in forecast.hot:
+            click.echo(f"  {timing.format_time(instant.at_ms)}  {instant.count:>11,}")
 
 
 @main.command()

@@ -18,6 +18,7 @@ from delayline import timing
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
 from delayline.errors import ValidationError
+from delayline.forecast import DEFAULT_HOT_OVER, Forecast, check_granularity
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
@@ -85,6 +86,23 @@ class ClientBase:
 
     def _metrics_plan(self) -> Plan[observing.Metrics]:
         return observing.metrics(now_ms=timing.now_ms())
+
+    def _pending_plan(
+        self,
+        by: str,
+        topic: str | None,
+        start: datetime | None,
+        end: datetime | None,
+        hot_over: int,
+    ) -> Plan[Forecast]:
+        return observing.forecast(
+            by=check_granularity(by),
+            topic=topic,
+            from_ms=None if start is None else timing.to_epoch_ms(start, "start"),
+            to_ms=None if end is None else timing.to_epoch_ms(end, "end"),
+            hot_over=hot_over,
+            now_ms=timing.now_ms(),
+        )
 
     def _consumer(
         self,
@@ -200,6 +218,25 @@ class Client(ClientBase):
     def metrics(self) -> observing.Metrics:
         """The scheduler's counters, lateness and batch-duration histograms, and heartbeat."""
         return self._run(self._metrics_plan())
+
+    def pending(
+        self,
+        *,
+        by: str = "minute",
+        topic: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        hot_over: int = DEFAULT_HOT_OVER,
+    ) -> Forecast:
+        """How many messages are pending, per ``by`` bucket (minute, hour or day, UTC)
+        and topic, due in ``[start, end)`` (open-ended if None), and the seconds with
+        more than ``hot_over`` due.
+
+        Read from counters kept per due minute: a few round trips, whatever the
+        number pending; the window is rounded out to whole minutes. Raises
+        ValidationError for an unknown ``by``, a naive datetime, or an empty window.
+        """
+        return self._run(self._pending_plan(by, topic, start, end, hot_over))
 
     def consume(
         self,

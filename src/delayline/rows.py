@@ -38,6 +38,7 @@ class Drop(NamedTuple):
     """A due message that a cancel removed."""
 
     id: str
+    topic: str
     deliver_at_ms: int
 
 

@@ -74,17 +74,17 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def to_epoch_ms(moment: datetime) -> int:
+def to_epoch_ms(moment: datetime, field: str = "deliver_at") -> int:
     """Epoch ms of an aware datetime.
 
-    Raises ValidationError for a naive datetime, whose meaning depends on the
-    machine's timezone.
+    Raises ValidationError, naming ``field``, for a naive datetime, whose meaning
+    depends on the machine's timezone.
     """
     if moment.tzinfo is None or moment.tzinfo.utcoffset(moment) is None:
         raise ValidationError(
-            "deliver_at",
+            field,
             "timezone",
-            "deliver_at must be timezone-aware (for example datetime.now(UTC)); "
+            f"{field} must be timezone-aware (for example datetime.now(UTC)); "
             "a naive datetime is ambiguous",
         )
     return int(moment.timestamp() * 1000)

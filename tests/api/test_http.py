@@ -17,7 +17,7 @@ from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
 from delayline.timing import now_ms
-from tests.sinking import delivered, sink
+from tests.sinking import count_inbound, delivered, sink
 from tests.support import free_port
 
 Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
@@ -296,3 +296,46 @@ def test_redis_down_is_503() -> None:
         assert health.json()["redis"] is False
 
     call(f"redis://127.0.0.1:{free_port()}/0", scenario)
+
+
+def test_pending_forecast(redis_url: str) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        due = "2026-12-10T10:00:00Z"
+        for topic in ("a", "a", "b"):
+            response = await http.post(
+                "/v1/messages", json={"topic": topic, "body": "x", "deliver_at": due}
+            )
+            assert response.status_code == 201
+        # Sent far ahead, they wait in the inbound stream until the scheduler counts
+        # them: the source's count is what puts them in the forecast.
+        count_inbound(redis_url)
+        response = await http.get(
+            "/v1/pending", params={"by": "hour", "from": "2026-12-10T00:00:00Z", "to": due}
+        )
+        assert response.json()["total"] == 0  # the window ends before they are due
+        response = await http.get("/v1/pending", params={"by": "hour", "hot_over": 2})
+        assert response.status_code == 200
+        assert response.json() == {
+            "by": "hour",
+            "topic": None,
+            "total": 3,
+            "buckets": [
+                {"start": "2026-12-10T10:00:00.000Z", "count": 3, "topics": {"a": 2, "b": 1}}
+            ],
+            "hot_over": 2,
+            "hot": [{"at": "2026-12-10T10:00:00.000Z", "count": 3}],
+        }
+        topic_b = (await http.get("/v1/pending", params={"topic": "b"})).json()
+        assert (topic_b["total"], topic_b["buckets"][0]["topics"]) == (1, {"b": 1})
+        assert error_of(await http.get("/v1/pending", params={"by": "week"})) == (
+            422,
+            "by",
+            "choice",
+        )
+        assert error_of(await http.get("/v1/pending", params={"from": "soon"})) == (
+            422,
+            "from",
+            "rfc3339",
+        )
+
+    call(redis_url, scenario)

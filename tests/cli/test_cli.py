@@ -18,7 +18,7 @@ from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.redis import keys
 from delayline.scheduler.settings import run_options
 from delayline.timing import now_ms
-from tests.sinking import delivered, sink
+from tests.sinking import count_inbound, delivered, sink
 from tests.support import free_port, wait_for
 
 
@@ -246,3 +246,27 @@ def test_run_takes_every_scheduler_setting_and_the_readme_lists_it() -> None:
         if setting.default is not None:
             assert f"[default: {setting.default}]" in shown
             assert rows[setting.flag] == str(setting.default), setting.flag
+
+
+def test_pending_prints_a_bar_per_bucket_and_the_hot_instants(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    for at, body in (("2026-12-10T10:00:00Z", "x"), ("2026-12-10T10:00:00Z", "y")):
+        assert invoke(redis_url, "send", "a", body, "--at", at).exit_code == 0
+    assert invoke(redis_url, "send", "b", "z", "--at", "2026-12-10T11:30:00Z").exit_code == 0
+    count_inbound(redis_url)
+    result = invoke(redis_url, "pending", "--by", "hour", "--hot-over", "1")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("2026-12-10T10:00:00.000Z            2  " + "\u2588" * 40)
+    assert lines[0].endswith("a 2")
+    assert lines[1].startswith("2026-12-10T11:00:00.000Z            1  " + "\u2588" * 20)
+    assert lines[2].split() == ["total", "3"]
+    assert lines[4].split() == ["2026-12-10T10:00:00.000Z", "2"]  # the hot instant
+    as_json = json.loads(invoke(redis_url, "pending", "--json", "--topic", "b").output)
+    assert (as_json["by"], as_json["total"], as_json["topic"]) == ("minute", 1, "b")
+    window = invoke(redis_url, "pending", "--from", "2026-12-10T11:00:00Z", "--to", "1800000000000")
+    assert window.output.splitlines()[-1].split() == ["total", "1"]
+    bad = invoke(redis_url, "pending", "--from", "soon")
+    assert bad.exit_code == 2
+    assert "--from 'soon' is neither an RFC 3339 time" in bad.output

@@ -31,7 +31,14 @@ from delayline.redis.embedded import EmbeddedRedis
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests import support
-from tests.e2e.harness import SMALL_WHEEL, Arrival, SchedulerProcess, arrivals, wait_for
+from tests.e2e.harness import (
+    SMALL_WHEEL,
+    Arrival,
+    SchedulerProcess,
+    arrivals,
+    forecast_left,
+    wait_for,
+)
 from tests.support import free_port
 
 TOPICS = ("chaos.orders", "chaos.reminders", "chaos.retries")
@@ -355,6 +362,15 @@ def run_chaos(
         )
         found = arrivals(raw, TOPICS)
         report = check(found, ledger, plan.seed)
+        # The cancelled messages leave the forecast as their slots fire, the last ones
+        # just after the last delivery.
+        wait_for(
+            lambda: not forecast_left(raw),
+            30,
+            f"the forecast to count nothing (seed {plan.seed})",
+            runs,
+            details=lambda: f"left: {forecast_left(raw)}",
+        )
         slow = [s for s in restarts_s if s > RESTART_BOUND_S]
         assert not slow, f"seed {plan.seed}: a restart took {max(slow):.0f} s to run"
         return ChaosReport(

@@ -456,3 +456,17 @@ def check_exactly_once(raw: redis.Redis, workload: Workload, *, max_late_ms: int
         assert int(fields[b"rejected_at_ms"]) > 0
     kept = sorted(int(fields[b"n"]) for fields in rejects)
     assert kept == list(range(len(workload.malformed))), "a malformed record was lost"
+    # Each message changed the forecast's counters once when accepted and once when
+    # settled: with every message settled, they are all back to zero.
+    assert not forecast_left(raw), f"the forecast still counts {forecast_left(raw)}"
+
+
+def forecast_left(raw: redis.Redis) -> dict[str, dict[bytes, int]]:
+    """The forecast's counters that are not zero, by key."""
+    left = {}
+    for minute in raw.zrange(keys.FORECAST_INDEX, 0, -1):
+        for key in (keys.forecast(int(minute)), keys.forecast(int(minute)) + ":s"):
+            counts = {field: int(n) for field, n in raw.hgetall(key).items() if int(n) != 0}
+            if counts:
+                left[key] = counts
+    return left

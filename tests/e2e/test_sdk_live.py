@@ -8,20 +8,24 @@ the same sends go through the inbound stream and Spark's wheel.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import redis
+from click.testing import CliRunner
 
 from delayline import AsyncClient, Client, RetryPolicy
+from delayline.cli import main
 from delayline.ids import new_message_id
 from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.timing import now_ms
+from delayline.timing import from_epoch_ms, now_ms
 from tests.e2e.harness import SchedulerProcess, wait_for
 from tests.support import free_port
 
@@ -134,6 +138,42 @@ def test_status_through_every_state(live: Live, client: Client) -> None:
     )
     assert client.status(cancelled).state == "cancelled"
     assert [f[b"id"].decode() for _, f in live.raw.xrange(topic)] == [delivered]
+
+
+def test_the_forecast_follows_sends_cancels_and_deliveries(live: Live, client: Client) -> None:
+    topic = live.topic()
+    # Three due in the same whole second, a few seconds ahead: near, or through Spark.
+    due_ms = (now_ms() + live.delay_ms + 4_000) // 1000 * 1000 + 1000
+    at = from_epoch_ms(due_ms)
+    sent = [client.send(topic, str(n), deliver_at=at) for n in range(3)]
+
+    def due_in_that_second() -> int:
+        hot = client.pending(start=at, end=at + timedelta(minutes=1), hot_over=0).hot
+        return next((instant.count for instant in hot if instant.at_ms == due_ms), 0)
+
+    # The Spark path counts them when its source reads them: within a batch.
+    wait_for(
+        lambda: client.pending(topic=topic).total == 3,
+        30,
+        "the forecast to count the sends",
+        [live.scheduler],
+    )
+    forecast = client.pending(topic=topic)
+    assert [(b.start_ms, b.count, b.topics) for b in forecast.buckets] == [
+        (due_ms // 60_000 * 60_000, 3, {topic: 3})
+    ]
+    before = due_in_that_second()
+    assert client.cancel(sent[0])
+    assert due_in_that_second() == before - 1, "a cancel leaves the forecast at once"
+    cli = CliRunner().invoke(main, ["pending", "--json", "--topic", topic, "--redis-url", live.url])
+    assert json.loads(cli.output)["total"] == 3  # a cancel by id does not name the topic
+    wait_for(lambda: live.raw.xlen(topic) == 2, 30, "the deliveries", [live.scheduler])
+    wait_for(
+        lambda: client.pending(topic=topic).total == 0,
+        10,
+        "the delivered and the cancelled to leave the forecast",
+        [live.scheduler],
+    )
 
 
 def test_retry_later_until_the_dlq(live: Live, client: Client) -> None:

@@ -10,6 +10,7 @@ import redis
 
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
+from delayline.timing import now_ms
 from tests.support import wait_for
 
 
@@ -21,11 +22,19 @@ def inbound(redis_url: str) -> InboundStream:
 def test_ingest_counts_are_added_once_per_batch(
     inbound: InboundStream, raw_redis: redis.Redis
 ) -> None:
-    inbound.count_ingest("q", 0, 5, accepted=10, cancels=2)
-    inbound.count_ingest("q", 0, 5, accepted=10, cancels=2)  # replay of batch 5
-    inbound.count_ingest("q", 1, 5, accepted=1, cancels=0)  # another partition
-    inbound.count_ingest("q", 0, 6, accepted=3, cancels=0)
+    due_ms = (now_ms() // 60_000 + 60) * 60_000 + 10_000  # an hour ahead, 10 s into a minute
+    inbound.count_ingest("q", 0, 5, accepted={(due_ms, "a"): 10}, cancels=2)
+    inbound.count_ingest("q", 0, 5, accepted={(due_ms, "a"): 10}, cancels=2)  # replay
+    inbound.count_ingest("q", 1, 5, accepted={(due_ms, "b"): 1}, cancels=0)  # another partition
+    inbound.count_ingest("q", 0, 6, accepted={(due_ms, "a"): 2, (due_ms + 1000, "a"): 1}, cancels=0)
     assert raw_redis.hgetall(keys.STATS) == {b"accepted": b"14", b"cancels": b"2"}
+    minute = due_ms // 60_000
+    assert raw_redis.hgetall(keys.forecast(minute)) == {b"t:a": b"13", b"t:b": b"1"}
+    second = due_ms // 1000 % 60
+    assert raw_redis.hgetall(keys.forecast(minute) + ":s") == {
+        str(second).encode(): b"13",
+        str(second + 1).encode(): b"1",
+    }
 
 
 def test_inbound_offsets_reads_and_trim(inbound: InboundStream, raw_redis: redis.Redis) -> None:

@@ -274,7 +274,7 @@ def test_drops_and_rejects(store: DeliveryStore, raw_redis: redis.Redis) -> None
     fields = [(b"op", b"bad"), (b"reason", b"unknown op"), (b"inbound_id", b"1-0")]
     sent_id = new_message_id(DUE_MS)
     rejects = [Reject(fields, "unknown op"), Reject(fields, "bad topic", message_id=sent_id)]
-    result = write(store, 0, 0, [Drop("C", DUE_MS), *rejects])
+    result = write(store, 0, 0, [Drop("C", "orders", DUE_MS), *rejects])
     assert (result.dropped, result.rejected) == (1, 2)
     assert raw_redis.hget(keys.journal(DUE_MS), "C") == b"cancelled"
     kept = [entry for _, entry in raw_redis.xrange(keys.REJECTS)]

@@ -192,7 +192,7 @@ def test_status_through_every_state(client: Client, redis_url: str) -> None:
     assert client.cancel(shipped) is False  # too late
 
     dropped = client.send("t", b"x")
-    sink(redis_url, Drop(dropped, deliver_at_ms_of(dropped)))
+    sink(redis_url, Drop(dropped, "t", deliver_at_ms_of(dropped)))
     assert client.status(dropped).state == "cancelled"
 
     refused = new_message_id(now_ms())

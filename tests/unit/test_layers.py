@@ -20,6 +20,7 @@ PURE_CORE = (
     "delayline.chunking",
     "delayline.defaults",
     "delayline.errors",
+    "delayline.forecast",
     "delayline.ids",
     "delayline.metrics",
     "delayline.model",

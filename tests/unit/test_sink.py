@@ -44,14 +44,14 @@ def test_order_is_total_and_independent_of_input_order() -> None:
         deliver("10-0", 500, "A"),
         deliver("9-0", 500, "B"),
         deliver("11-0", 100, "C"),
-        packs.Record(packs.DROP, 50, "D", "12-0"),
+        packs.Record(packs.DROP, 50, "D", "12-0", topic="t"),
         reject("8-5", "bad", [(b"v", b"9")]),
     ]
     forward = ordered_rows([batch(*records)], rejected_at_ms=1)
     backward = ordered_rows([batch(*records[3:]), batch(*reversed(records[:3]))], rejected_at_ms=1)
     assert forward == backward
     assert isinstance(forward[0], Reject)
-    assert forward[1] == Drop(id="D", deliver_at_ms=50)
+    assert forward[1] == Drop(id="D", topic="t", deliver_at_ms=50)
     assert [row.id for row in forward[2:] if isinstance(row, Deliver)] == ["C", "B", "A"]
     assert forward[2] == Deliver(
         topic="t", id="C", body=b"b", key="", headers="{}", deliver_at_ms=100, attempt=2
@@ -108,7 +108,7 @@ def run(
 
 
 def drop(n: int) -> Drop:
-    return Drop(id=str(n), deliver_at_ms=n)
+    return Drop(id=str(n), topic="t", deliver_at_ms=n)
 
 
 def test_rows_are_written_in_order_in_bounded_chunks() -> None:

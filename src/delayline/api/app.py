@@ -6,6 +6,7 @@ Routes (OpenAPI at ``/openapi.json``):
 - ``POST /v1/messages:batch``: schedule up to 10,000 (per-item results).
 - ``GET /v1/messages/{id}``: status.
 - ``DELETE /v1/messages/{id}``: cancel (404 unknown, 409 already delivered or rejected).
+- ``GET /v1/pending``: the forecast, pending messages per time bucket and topic.
 - ``GET /healthz``: Redis and scheduler liveness (503 if either is down).
 - ``GET /metrics``: Prometheus text.
 
@@ -18,7 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError as PydanticValidationError
@@ -33,6 +34,7 @@ from delayline.api.schemas import (
     CancelledOut,
     ErrorDetail,
     ErrorOut,
+    ForecastOut,
     HealthOut,
     MessageIn,
     ScheduledOut,
@@ -40,6 +42,7 @@ from delayline.api.schemas import (
 )
 from delayline.async_client import AsyncClient
 from delayline.errors import DelaylineError, TransportError, ValidationError
+from delayline.forecast import DEFAULT_HOT_OVER
 from delayline.model import Message
 from delayline.validation import Limits
 
@@ -150,6 +153,28 @@ def create_app(
                 409, "id", current.state, f"message {message_id} is already {current.state}"
             )
         return CancelledOut(id=message_id)
+
+    @app.get("/v1/pending", response_model=ForecastOut)
+    async def pending(
+        by: str = "minute",
+        topic: str | None = None,
+        start: str | None = Query(None, alias="from", description="RFC 3339; open if absent"),
+        end: str | None = Query(None, alias="to", description="RFC 3339, excluded"),
+        hot_over: int = Query(DEFAULT_HOT_OVER, ge=0),
+    ) -> ForecastOut:
+        """Pending messages per ``by`` bucket (minute, hour or day, UTC) and topic, due in
+        ``[from, to)`` rounded out to whole minutes, and the seconds with more than
+        ``hot_over`` due. Answers from counters, whatever the number pending."""
+        forecast = await client.pending(
+            by=by,
+            topic=topic,
+            start=None
+            if start is None
+            else timing.from_epoch_ms(timing.parse_time_ms(start, "from")),
+            end=None if end is None else timing.from_epoch_ms(timing.parse_time_ms(end, "to")),
+            hot_over=hot_over,
+        )
+        return ForecastOut.of(forecast)
 
     @app.get("/healthz", response_model=HealthOut, responses={503: {"model": HealthOut}})
     async def health() -> JSONResponse:

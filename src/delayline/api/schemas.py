@@ -11,6 +11,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from delayline import timing
 from delayline.errors import ValidationError
+from delayline.forecast import Forecast, Granularity
 from delayline.model import Message
 from delayline.status import MessageStatus, State
 from delayline.validation import Limits
@@ -182,3 +183,35 @@ class HealthOut(BaseModel):
     last_batch_age_ms: int | None = None
     #: Why Redis cannot serve, while it cannot (loading, unreachable, disk full).
     error: str | None = None
+
+
+class BucketOut(BaseModel):
+    """Messages due in the bucket that starts at ``start`` (RFC 3339, UTC), per topic.
+
+    A cancel by id leaves ``count`` at once but its topic only when its slot fires."""
+
+    start: str
+    count: int
+    topics: dict[str, int]
+
+
+class HotOut(BaseModel):
+    """A second, starting at ``at``, with more than ``hot_over`` messages due."""
+
+    at: str
+    count: int
+
+
+class ForecastOut(BaseModel):
+    """Pending messages by bucket (only the non-empty ones, in time order) and hot instants."""
+
+    by: Granularity
+    topic: str | None
+    total: int
+    buckets: list[BucketOut]
+    hot_over: int
+    hot: list[HotOut]
+
+    @classmethod
+    def of(cls, forecast: Forecast) -> ForecastOut:
+        return cls.model_validate(forecast.to_json())

@@ -1,10 +1,19 @@
-"""The plan that reads the scheduler's counters, histograms and heartbeat."""
+"""The plans that read the scheduler's counters, histograms and heartbeat, and the forecast."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from delayline.forecast import (
+    Forecast,
+    Granularity,
+    MinuteCounts,
+    build_forecast,
+    hot_candidates,
+    minute_window,
+)
 from delayline.metrics import COUNTERS, render_prometheus
 from delayline.plans import Command, Plan, as_text
 from delayline.redis import keys
@@ -70,3 +79,63 @@ def metrics(*, now_ms: int) -> Plan[Metrics]:
         )
 
     return Plan(commands, parse, "read metrics")
+
+
+def forecast(
+    *,
+    by: Granularity,
+    topic: str | None,
+    from_ms: int | None,
+    to_ms: int | None,
+    hot_over: int,
+    now_ms: int,
+) -> Plan[Forecast]:
+    """Read the forecast counters of the due minutes in ``[from_ms, to_ms)`` (None: open).
+
+    Three round trips at most: the minutes, their counts, and the per-second
+    counts of the minutes that may hold a hot instant. Raises ValidationError
+    for a window that ends before it starts.
+    """
+    first, last = minute_window(from_ms, to_ms)
+    forgotten = (now_ms // 1000 - keys.FORECAST_TTL_S) // 60
+    commands: list[Command] = [
+        # Minutes whose counters expired leave the index here, not on the write paths.
+        ("ZREMRANGEBYSCORE", keys.FORECAST_INDEX, "-inf", f"({forgotten}"),
+        (
+            "ZRANGEBYSCORE",
+            keys.FORECAST_INDEX,
+            "-inf" if first is None else first,
+            "+inf" if last is None else last,
+        ),
+    ]
+
+    def read_minutes(replies: list[Any]) -> Plan[Forecast]:
+        found = [int(minute) for minute in replies[1]]
+        return Plan(
+            [("HGETALL", keys.forecast(minute)) for minute in found],
+            lambda counts: read_seconds(dict(zip(found, counts, strict=True))),
+            "read the forecast",
+        )
+
+    def read_seconds(replies: Mapping[int, Mapping[Any, Any]]) -> Forecast | Plan[Forecast]:
+        minutes = {
+            minute: MinuteCounts.from_fields(
+                {as_text(name): as_text(value) for name, value in fields.items()}
+            )
+            for minute, fields in replies.items()
+        }
+        hot = list(hot_candidates(minutes, hot_over))
+
+        def built(seconds: list[Mapping[Any, Any]]) -> Forecast:
+            per_second = {
+                minute: {int(second): int(n) for second, n in counts.items()}
+                for minute, counts in zip(hot, seconds, strict=True)
+            }
+            return build_forecast(minutes, per_second, by=by, topic=topic, hot_over=hot_over)
+
+        if not hot:
+            return built([])
+        commands = [("HGETALL", keys.forecast(minute) + ":s") for minute in hot]
+        return Plan(commands, built, "read the forecast's hot instants")
+
+    return Plan(commands, read_minutes, "read the forecast")

@@ -56,9 +56,9 @@ def cancel(message_id: str, *, now_ms: int, retention_ms: int) -> Plan[bool]:
     """Cancel ``message_id`` unless it was already delivered, rejected, or is unknown.
 
     Writes the cancel record and a cancel request (for ``status``, kept
-    ``retention_ms`` past the message's due minute) in one transaction.
+    ``retention_ms`` past the message's due minute) in one transaction; the
+    request takes the message out of the forecast at once.
     """
-    due_ms = ids.deliver_at_ms_of(message_id)
 
     def decide(replies: list[Any]) -> bool | Plan[bool]:
         current = status(message_id, now_ms=now_ms).parse(replies)
@@ -67,12 +67,16 @@ def cancel(message_id: str, *, now_ms: int, retention_ms: int) -> Plan[bool]:
             return True
         if current.state != "pending":
             return False
-        requests = keys.cancel_requests(due_ms)
-        expire_at_s = (keys.bucket_end_ms(due_ms) + retention_ms) // 1000
+        cancel = Cancel(message_id, now_ms)
         commands: list[Command] = [
-            xadd(keys.INBOUND, Cancel(message_id, now_ms).to_record()),
-            ("HSET", requests, message_id, now_ms),
-            ("EXPIREAT", requests, expire_at_s),
+            xadd(keys.INBOUND, cancel.to_record()),
+            ("SCRIPT", "LOAD", scripts.CANCEL),
+            (
+                "EVALSHA",
+                scripts.CANCEL_SHA,
+                0,
+                *scripts.cancel_args(now_ms, retention_ms, [(cancel.id, cancel.deliver_at_ms)]),
+            ),
         ]
         return Plan(commands, lambda _: True, "record a cancel", transaction=True)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import redis
@@ -31,6 +31,7 @@ class InboundStream(RedisConnection):
         super().__init__(client, patience_ms=patience_ms)
         self._last_id_within = client.register_script(scripts.LAST_ID_WITHIN)
         self._count_ingest = client.register_script(scripts.COUNT_INGEST)
+        self._cancel = client.register_script(scripts.CANCEL)
 
     # -- the stream ---------------------------------------------------------------------------
 
@@ -93,22 +94,14 @@ class InboundStream(RedisConnection):
     def record_cancel_requests(self, cancels: Sequence[tuple[str, int]], retention_ms: int) -> None:
         """Record a cancel request for each (id, deliver_at_ms), as ``Client.cancel`` does.
 
-        The outbox pump drops a message that has one. A request already
-        recorded keeps its time, so a replayed batch changes nothing.
+        The outbox pump drops a message that has one, and the forecast no longer
+        counts it. A request already recorded keeps its time, so a replayed batch
+        changes nothing.
         """
         if not cancels:
             return
-        now = now_ms()
-
-        def record() -> None:
-            pipe = self._redis.pipeline(transaction=False)
-            for message_id, deliver_at_ms in cancels:
-                requests = keys.cancel_requests(deliver_at_ms)
-                pipe.hsetnx(requests, message_id, now)
-                pipe.expireat(requests, (keys.bucket_end_ms(deliver_at_ms) + retention_ms) // 1000)
-            pipe.execute()
-
-        self._call("record cancel requests", record)
+        args = scripts.cancel_args(now_ms(), retention_ms, cancels)
+        self._call("record cancel requests", lambda: self._cancel(keys=[], args=args))
 
     def due_wakeup(self, after_ms: int, upto_ms: int) -> bool:
         """True if a state timer is due in ``(after_ms, upto_ms]``.
@@ -143,14 +136,23 @@ class InboundStream(RedisConnection):
         )
 
     def count_ingest(
-        self, query_id: str, partition: int, batch_id: int, accepted: int, cancels: int
+        self,
+        query_id: str,
+        partition: int,
+        batch_id: int,
+        accepted: Mapping[tuple[int, str], int],
+        cancels: int,
     ) -> None:
-        """Add a batch's ingest counts to the stats, once per (query, partition, batch)."""
+        """Add a batch's ingest counts to the stats and the forecast, once per
+        (query, partition, batch). ``accepted`` counts the sends per (due second, topic);
+        the second is given as epoch ms within it."""
+        args: list[Any] = [batch_id, sum(accepted.values()), cancels, keys.MARKER_TTL_S]
+        for (second_ms, topic), count in accepted.items():
+            args += [second_ms, topic, count]
         self._call(
             "update ingest counters",
             lambda: self._count_ingest(
-                keys=[keys.ingest_marker(query_id, partition), keys.STATS],
-                args=[batch_id, accepted, cancels, keys.MARKER_TTL_S],
+                keys=[keys.ingest_marker(query_id, partition), keys.STATS], args=args
             ),
         )
 

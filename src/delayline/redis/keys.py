@@ -29,6 +29,11 @@ WAKEUPS = "delayline:wakeups"
 #: Batch duration histogram (hash): upper bound in ms ("+Inf" last) -> count.
 BATCH_DURATION = "delayline:batch_duration"
 
+#: The minutes that have forecast counters (sorted set: minute -> minute since the epoch).
+FORECAST_INDEX = "delayline:forecast"
+#: How long a minute's forecast counters outlive its end (7 days, in s).
+FORECAST_TTL_S = 7 * 24 * 3600
+
 #: Status records are grouped in hashes by the minute their message is due.
 JOURNAL_BUCKET_MS = 60_000
 #: How long sink and ingest markers outlive their last write (7 days, in s).
@@ -48,6 +53,13 @@ def cancel_requests(deliver_at_ms: int) -> str:
 def rejected(deliver_at_ms: int) -> str:
     """Hash of id -> reason, for rejected sends whose id was well formed."""
     return f"delayline:rejected:{deliver_at_ms // JOURNAL_BUCKET_MS}"
+
+
+def forecast(minute: int) -> str:
+    """Hash of a due minute's pending counts: ``t:<topic>`` -> n, and ``u``, cancels
+    not yet applied whose topic is unknown; ``forecast(minute) + ":s"`` holds
+    <second of the minute> -> n. See lua/pending.lua."""
+    return f"delayline:forecast:{minute}"
 
 
 def bucket_end_ms(deliver_at_ms: int) -> int:

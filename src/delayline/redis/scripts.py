@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -34,6 +34,9 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "JOURNAL_PREFIX": keys.journal(0).removesuffix("0"),
     "CANCELS_PREFIX": keys.cancel_requests(0).removesuffix("0"),
     "REJECTED_PREFIX": keys.rejected(0).removesuffix("0"),
+    "PENDING_PREFIX": keys.forecast(0).removesuffix("0"),
+    "PENDING_INDEX": keys.FORECAST_INDEX,
+    "PENDING_TTL_S": keys.FORECAST_TTL_S,
     "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
     "SUM_FIELD": SUM_FIELD,
 }
@@ -91,6 +94,10 @@ def _expanded(name: str, directory: Traversable, included: set[str]) -> list[str
 LAST_ID_WITHIN = load("last_id_within.lua")
 #: Add a batch's ingest counts once (lua/count_ingest.lua).
 COUNT_INGEST = load("count_ingest.lua")
+#: Record cancel requests, and take them out of the forecast (lua/cancel.lua).
+CANCEL = load("cancel.lua")
+#: The name the SDK calls CANCEL by (EVALSHA).
+CANCEL_SHA = hashlib.sha1(CANCEL.encode()).hexdigest()
 #: The SDK's near path: sends due soon, into the outbox (lua/send_near.lua).
 SEND_NEAR = load("send_near.lua")
 #: The name the near path calls SEND_NEAR by (EVALSHA).
@@ -99,3 +106,13 @@ SEND_NEAR_SHA = hashlib.sha1(SEND_NEAR.encode()).hexdigest()
 WRITE_CHUNK = load("write_chunk.lua")
 #: Move due messages from the outbox to their topics (lua/pump.lua).
 PUMP = load("pump.lua")
+
+
+def cancel_args(
+    now_ms: int, retention_ms: int, cancels: Iterable[tuple[str, int]]
+) -> list[str | int]:
+    """CANCEL's arguments for cancels given as (id, deliver_at_ms), topics unknown."""
+    args: list[str | int] = [now_ms, retention_ms]
+    for message_id, deliver_at_ms in cancels:
+        args += [message_id, deliver_at_ms, ""]
+    return args

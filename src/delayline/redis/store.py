@@ -118,7 +118,14 @@ class DeliveryStore(RedisConnection):
                     row.attempt,
                 ]
             elif isinstance(row, Drop):
-                args += ["x", row.id, keys.journal(row.deliver_at_ms)]
+                args += [
+                    "x",
+                    row.id,
+                    row.topic,
+                    row.deliver_at_ms,
+                    keys.journal(row.deliver_at_ms),
+                    keys.cancel_requests(row.deliver_at_ms),
+                ]
             else:
                 if row.message_id is None:
                     args += ["r", "", "", row.reason]

@@ -116,8 +116,9 @@ class SortedInbound:
     near: list[Deliver]
     #: (id, deliver_at_ms) of each cancel, for the pump's cancel requests.
     cancels: list[tuple[str, int]]
-    #: Sends accepted from producers (not cascades handed down again).
-    accepted: int
+    #: Sends accepted from producers (not cascades handed down again), per
+    #: (due second as epoch ms, topic): the forecast's counts.
+    accepted: dict[tuple[int, str], int]
 
 
 def sort_inbound(
@@ -133,20 +134,23 @@ def sort_inbound(
     grouped: dict[int, list[bytes]] = {}
     near: list[Deliver] = []
     cancels: list[tuple[str, int]] = []
-    accepted = 0
+    accepted: dict[tuple[int, str], int] = {}
     for entry_id, fields in entries:
         placed = to_packed(
             entry_id, fields, limits=settings.limits, wheel=settings.wheel, shards=settings.shards
         )
         # The kind is the record's first byte; only a cancel or a near send is decoded.
         kind = placed[0][1][0]
-        accepted += kind == packs.SEND and fields.get(CASCADE_FIELD) != b"1"
         if kind == packs.CANCEL:
             cancel = next(packs.scan(placed[0][1]))
             cancels.append((cancel.id, cancel.deliver_at_ms))
         elif kind == packs.SEND:
             [(_, data)] = placed
-            if packs.deliver_at_ms_of(data) - id_order(entry_id)[0] <= settings.fire_lead_ms:
+            deliver_at_ms = packs.deliver_at_ms_of(data)
+            if fields.get(CASCADE_FIELD) != b"1":
+                counted = (deliver_at_ms - deliver_at_ms % 1000, fields[b"topic"].decode())
+                accepted[counted] = accepted.get(counted, 0) + 1
+            if deliver_at_ms - id_order(entry_id)[0] <= settings.fire_lead_ms:
                 near.append(as_deliver(next(packs.unpack(data))))
                 continue
         for key, record in placed:

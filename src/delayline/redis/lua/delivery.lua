@@ -3,6 +3,7 @@
 -- rejects_key before it.
 
 --! include outbox.lua
+--! include pending.lua
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = string.format('%d', now_ms)
@@ -30,6 +31,8 @@ local function add_reject(fields, status_key, id, reason)
   counts.rejected = counts.rejected + 1
 end
 local function deliver(topic, id, body, key, headers, due, attempt, journal)
+  -- However it ends (delivered, a duplicate, a reject), it is no longer pending.
+  pending_add(due, topic, -1)
   if journal_put(journal, id, now) ~= 1 then
     counts.duplicates = counts.duplicates + 1
     return
@@ -67,16 +70,24 @@ local function cancel_requested(cancels, id)
   end
   return cancel_hashes[cancels] and redis.call('HEXISTS', cancels, id) == 1
 end
+-- Drop a message that a cancel named; a copy dropped already is a duplicate.
+local function drop(topic, id, due, journal, cancels)
+  if journal_put(journal, id, 'cancelled') == 1 then
+    counts.dropped = counts.dropped + 1
+    pending_drop(due, topic, id, cancels)
+  else
+    counts.duplicates = counts.duplicates + 1
+    pending_add(due, topic, -1)
+  end
+end
 -- Deliver a due message, or drop it if a cancel was requested for it meanwhile
 -- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
 -- after its slot fired still wins, as long as the message has not gone out.
 local function deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
-  if not cancel_requested(cancels, id) then
-    deliver(topic, id, body, key, headers, due, attempt, journal)
-  elseif journal_put(journal, id, 'cancelled') == 1 then
-    counts.dropped = counts.dropped + 1
+  if cancel_requested(cancels, id) then
+    drop(topic, id, due, journal, cancels)
   else
-    counts.duplicates = counts.duplicates + 1
+    deliver(topic, id, body, key, headers, due, attempt, journal)
   end
 end
 -- Deliver (or drop) the message waiting under id in the outbox data hash; the
@@ -96,4 +107,5 @@ local function flush_counts(stats, lateness)
   if counts.delivered > 0 then
     redis.call('HINCRBY', lateness, '${SUM_FIELD}', late_sum)
   end
+  pending_flush()
 end

@@ -11,6 +11,7 @@
 -- retry); the others went to the inbound stream.
 
 --! include outbox.lua
+--! include pending.lua
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local horizon_ms = tonumber(redis.call('HGET', KEYS[6], 'horizon_ms') or ARGV[1])
@@ -31,9 +32,11 @@ while i <= #ARGV do
         f['headers'] or '{}', due, f['attempt'] or '1', '${JOURNAL_PREFIX}' .. minute,
         '${CANCELS_PREFIX}' .. minute) then
       accepted = accepted + 1
+      pending_add(due, f['topic'], 1)
     end
   end
   i = last + 1
 end
 if accepted > 0 then redis.call('HINCRBY', KEYS[5], 'accepted', accepted) end
+pending_flush()
 return near

@@ -5,7 +5,7 @@
 -- each starting with a kind:
 --   'd' topic id body key headers deliver_at_ms attempt journal_key cancel_key   (deliver)
 --   'c' id topic body key headers deliver_at_ms attempt                          (cascade)
---   'x' id journal_key                                                           (dropped)
+--   'x' id topic deliver_at_ms journal_key cancel_key                             (dropped)
 --   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
 -- A message already due goes to its topic now, unless a cancel was requested
 -- for it (then it is dropped); one not yet due waits in the outbox (a sorted
@@ -47,12 +47,14 @@ for _ = 1, count do
       if not outbox_put({KEYS[5], KEYS[6], KEYS[8]}, now_ms, id, ARGV[i + 1], ARGV[i + 3],
           ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]) then
         counts.duplicates = counts.duplicates + 1
+        pending_add(due, ARGV[i + 1], -1)
       end
     elseif deliver_waiting(KEYS[6], id) then
       -- Due as well (same id, same time): it goes now, ahead of the pump.
       redis.call('ZREM', KEYS[5], id)
       redis.call('HDEL', KEYS[6], id)
       counts.duplicates = counts.duplicates + 1
+      pending_add(due, ARGV[i + 1], -1)
     else
       deliver_or_drop(ARGV[i + 1], id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], due, ARGV[i + 7],
         ARGV[i + 8], ARGV[i + 9])
@@ -70,9 +72,8 @@ for _ = 1, count do
     counts.cascaded = counts.cascaded + 1
     i = i + 8
   elseif kind == 'x' then
-    journal_put(ARGV[i + 2], ARGV[i + 1], 'cancelled')
-    counts.dropped = counts.dropped + 1
-    i = i + 3
+    drop(ARGV[i + 2], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+    i = i + 6
   elseif kind == 'r' then
     local n = tonumber(ARGV[i + 4])
     local fields = {}

@@ -1,0 +1,28 @@
+-- Record cancel requests: the pump and the sink drop a message that has one,
+-- and status() answers "cancelled". A request already recorded keeps its time,
+-- so a replayed batch changes nothing. A message not settled yet leaves the
+-- forecast at once (see pending.lua), under its topic if the cancel names it.
+-- KEYS: none. ARGV: now ms, retention past the due minute ms, then per cancel:
+-- id, deliver_at_ms, topic ('' when unknown).
+-- Returns how many requests were new.
+
+--! include pending.lua
+local now = ARGV[1]
+local retention_ms = tonumber(ARGV[2])
+local fresh = 0
+for i = 3, #ARGV, 3 do
+  local id, due, topic = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local minute = math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS})
+  local requests = '${CANCELS_PREFIX}' .. string.format('%d', minute)
+  if redis.call('HSETNX', requests, id, now) == 1 then
+    fresh = fresh + 1
+    redis.call('PEXPIREAT', requests, (minute + 1) * ${JOURNAL_BUCKET_MS} + retention_ms)
+    local journal = '${JOURNAL_PREFIX}' .. string.format('%d', minute)
+    if redis.call('HEXISTS', journal, id) == 0 then
+      redis.call('HSET', requests, '~' .. id, topic)
+      if topic == '' then pending_change(due, '', 0, 1, -1) else pending_add(due, topic, -1) end
+    end
+  end
+end
+pending_flush()
+return fresh

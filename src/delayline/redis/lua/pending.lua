@@ -1,0 +1,71 @@
+-- A library: the forecast's counters, changed in the same atomic step as the
+-- stats counters by every script that accepts or settles a message, so that
+-- each message is counted once (see delayline/redis/pending.py, their reader).
+--
+-- Per due minute, ${PENDING_PREFIX}<minute> holds 't:<topic>' -> messages pending
+-- and 'u' -> cancels not yet applied whose topic is unknown (a cancel by id
+-- does not name it); ${PENDING_PREFIX}<minute>:s holds <second of the minute> ->
+-- messages pending, cancels subtracted. ${PENDING_INDEX} (sorted set) lists the
+-- minutes. A cancel is subtracted when it is requested; the ~<id> field of its
+-- cancel-requests hash remembers it until the message is dropped, so that the
+-- drop does not subtract it twice.
+local pending_deltas = {}
+local pending_minutes = {}
+local pending_last_second, pending_keys = nil, nil
+local function pending_change(due, topic, d_topic, d_unknown, d_second)
+  local second = math.floor(tonumber(due) / 1000)
+  if second ~= pending_last_second then
+    local minute = math.floor(second / 60)
+    local key = '${PENDING_PREFIX}' .. string.format('%d', minute)
+    pending_minutes[minute] = key
+    pending_last_second = second
+    pending_keys = {key, key .. ':s', tostring(second % 60)}
+  end
+  local k = pending_keys
+  local fields = pending_deltas[k[1]]
+  if not fields then
+    fields = {}
+    pending_deltas[k[1]] = fields
+  end
+  local seconds = pending_deltas[k[2]]
+  if not seconds then
+    seconds = {}
+    pending_deltas[k[2]] = seconds
+  end
+  if d_topic ~= 0 then
+    local name = 't:' .. topic
+    fields[name] = (fields[name] or 0) + d_topic
+  end
+  if d_unknown ~= 0 then fields['u'] = (fields['u'] or 0) + d_unknown end
+  if d_second ~= 0 then seconds[k[3]] = (seconds[k[3]] or 0) + d_second end
+end
+-- A message accepted (+1) or settled (-1): delivered, dropped, a duplicate, or a reject.
+local function pending_add(due, topic, delta)
+  pending_change(due, topic, delta, 0, delta)
+end
+-- A message dropped by a cancel: subtracted already if the cancel was
+-- (its ~<id> marker says so, and the topic it was subtracted under).
+local function pending_drop(due, topic, id, cancels)
+  local marker = redis.call('HGET', cancels, '~' .. id)
+  if not marker then
+    pending_add(due, topic, -1)
+    return
+  end
+  redis.call('HDEL', cancels, '~' .. id)
+  if marker == '' then pending_change(due, topic, -1, -1, 0) end
+end
+-- Each minute's counters outlive its end by ${PENDING_TTL_S} s: an overdue
+-- minute (a scheduler that was down) stays visible, a forgotten one goes.
+local function pending_flush()
+  for key, fields in pairs(pending_deltas) do
+    for field, delta in pairs(fields) do
+      if delta ~= 0 then redis.call('HINCRBY', key, field, delta) end
+    end
+  end
+  for minute, key in pairs(pending_minutes) do
+    local expire_at = (minute + 1) * 60 + ${PENDING_TTL_S}
+    redis.call('EXPIREAT', key, expire_at)
+    redis.call('EXPIREAT', key .. ':s', expire_at)
+    redis.call('ZADD', '${PENDING_INDEX}', minute, minute)
+  end
+end
