@@ -166,5 +166,13 @@ def hot_instants(seconds: Mapping[int, Mapping[int, int]], hot_over: int) -> lis
 
 
 def hot_candidates(minutes: Mapping[int, MinuteCounts], hot_over: int) -> Iterable[int]:
-    """The minutes that may hold a hot instant: more than ``hot_over`` pending in all."""
-    return [minute for minute, counts in minutes.items() if counts.count(None) > hot_over]
+    """The minutes that may hold a hot instant: more than ``hot_over`` in their topics.
+
+    Not their total: cancels of unknown topic subtract from their own seconds only,
+    and one of an id never sent could hide another second's herd.
+    """
+    return [
+        minute
+        for minute, counts in minutes.items()
+        if sum(max(n, 0) for n in counts.topics.values()) > hot_over
+    ]

@@ -84,6 +84,15 @@ def check_hermetic(args: Sequence[str]) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Service:
+    """A running ``delayline run`` and its Redis (see ``default_service`` in conftest.py)."""
+
+    url: str
+    scheduler: SchedulerProcess
+    raw: redis.Redis
+
+
 class SchedulerProcess:
     """``python -m delayline run`` in its own process group, with its output captured.
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -22,12 +21,11 @@ from hypothesis import strategies as st
 from delayline import ids
 from delayline.model import Cancel, Message
 from delayline.redis import keys
-from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.records import MAX_REASON_BYTES
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.e2e.harness import SchedulerProcess
-from tests.support import free_port, wait_for
+from tests.e2e.harness import SchedulerProcess, Service
+from tests.support import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -65,21 +63,8 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    with ExitStack() as cleanup:
-        # Its own Redis: the per-test fixtures flush theirs, and this one has a scheduler on it.
-        server = EmbeddedRedis(tmp_path_factory.mktemp("fuzz-redis"), free_port())
-        cleanup.callback(server.stop)
-        server.start()
-        data_dir = tmp_path_factory.mktemp("fuzz-data")
-        scheduler = SchedulerProcess(
-            ["--redis-url", server.url, "--no-api", "--data-dir", str(data_dir)]
-        )
-        cleanup.callback(scheduler.stop_quietly)
-        scheduler.start()
-        raw = redis.Redis.from_url(server.url)
-        cleanup.callback(raw.close)
-        yield Live(scheduler, raw)
+def live(default_service: Service) -> Live:
+    return Live(default_service.scheduler, default_service.raw)
 
 
 # -- what to write -----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from delayline.errors import ValidationError
-from delayline.forecast import MinuteCounts, build_forecast, minute_window
+from delayline.forecast import MinuteCounts, build_forecast, hot_candidates, minute_window
 
 
 def test_a_cancel_of_unknown_topic_counts_in_the_total_not_in_its_topic() -> None:
@@ -39,3 +39,12 @@ def test_the_window_is_rounded_out_to_whole_minutes() -> None:
     assert minute_window(60_000, 120_000) == (1, 1)
     with pytest.raises(ValidationError):
         minute_window(5, 5)
+
+
+def test_a_cancel_of_an_id_never_sent_does_not_hide_a_hot_second() -> None:
+    # Three due in one second; five cancels of unknown ids elsewhere in the minute.
+    minute = MinuteCounts.from_fields({"t:a": "3", "u": "5"})
+    assert minute.count(None) == 0
+    assert list(hot_candidates({7: minute}, hot_over=2)) == [7]
+    forecast = build_forecast({7: minute}, {7: {10: 3, 11: -5}}, by="minute", hot_over=2)
+    assert [(h.at_ms, h.count) for h in forecast.hot] == [(7 * 60_000 + 10_000, 3)]
