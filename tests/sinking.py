@@ -8,7 +8,7 @@ import time
 from delayline.ids import deliver_at_ms_of
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
-from delayline.rows import Deliver, SinkRow
+from delayline.rows import Deliver, Drop, SinkRow
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import sort_inbound
 
@@ -55,3 +55,9 @@ def count_inbound(redis_url: str) -> None:
     batch = sort_inbound(inbound.read("0-0", "+"), SchedulerSettings())
     inbound.count_ingest("q", 0, time.time_ns(), batch.accepted, cancels=len(batch.cancels))
     inbound.close()
+
+
+def dropped(message_id: str, topic: str = "t", deliver_at_ms: int | None = None) -> Drop:
+    """A message that a cancel removed, as the scheduler emits it when its slot fires."""
+    due_ms = deliver_at_ms_of(message_id) if deliver_at_ms is None else deliver_at_ms
+    return Drop(topic, message_id, b"x", "", "{}", due_ms, 1)

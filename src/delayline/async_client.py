@@ -82,6 +82,17 @@ class AsyncClient(ClientBase):
         """See :meth:`delayline.Client.cancel`."""
         return await self._run(self._cancel_plan(message_id))
 
+    async def reschedule(
+        self,
+        message_id: str,
+        *,
+        delay: timedelta | int | None = None,
+        deliver_at: datetime | int | None = None,
+        level: int | None = None,
+    ) -> str:
+        """See :meth:`delayline.Client.reschedule`."""
+        return await self._run(self._reschedule_plan(message_id, delay, deliver_at, level))
+
     async def status(self, message_id: str) -> MessageStatus:
         """See :meth:`delayline.Client.status`."""
         return await self._run(self._status_plan(message_id))

@@ -240,13 +240,35 @@ def parse_headers(pairs: tuple[str, ...]) -> dict[str, str]:
     return headers
 
 
+def when_options(command: F) -> F:
+    """``--delay``, ``--at`` and ``--level``: when a message is due (one; none is now)."""
+    for option in reversed(
+        [
+            click.option("--delay", help="How long from now: 90s, 30m, 2h, 15d, 1h30m."),
+            click.option("--at", "at", help="When: RFC 3339 (2026-12-01T09:00:00Z) or epoch ms."),
+            click.option(
+                "--level", type=int, help="RocketMQ delay level 1..18 (see `delayline levels`)."
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def when(delay: str | None, at: str | None, level: int | None) -> dict[str, int | None]:
+    """The SDK's ``delay``, ``deliver_at`` and ``level`` from :func:`when_options`."""
+    return {
+        "delay": None if delay is None else timing.parse_duration_ms(delay),
+        "deliver_at": None if at is None else parse_at(at),
+        "level": level,
+    }
+
+
 @main.command()
 @redis_url_option
 @click.argument("topic")
 @click.argument("body", required=False)
-@click.option("--delay", help="How long from now: 90s, 30m, 2h, 15d, 1h30m.")
-@click.option("--at", "at", help="When: RFC 3339 (2026-12-01T09:00:00Z) or epoch ms.")
-@click.option("--level", type=int, help="RocketMQ delay level 1..18 (see `delayline levels`).")
+@when_options
 @click.option("--key", help="The message key.")
 @click.option("--header", "headers", multiple=True, help="name=value; repeat for more.")
 @one_line_errors
@@ -271,13 +293,7 @@ def send(
     data = sys.stdin.buffer.read() if body is None or body == "-" else body.encode()
     with Client(redis_url) as client:
         message_id = client.send(
-            topic,
-            data,
-            delay=None if delay is None else timing.parse_duration_ms(delay),
-            deliver_at=None if at is None else parse_at(at),
-            level=level,
-            key=key,
-            headers=parse_headers(headers),
+            topic, data, key=key, headers=parse_headers(headers), **when(delay, at, level)
         )
     click.echo(message_id)
 
@@ -298,6 +314,26 @@ def cancel(redis_url: str, message_id: str) -> None:
         if current.state in ("unknown", "delivered", "rejected") or not client.cancel(message_id):
             fail(f"message {message_id} cannot be cancelled: it is {current.state}")
     click.echo(f"cancelled {message_id}")
+
+
+@main.command()
+@redis_url_option
+@click.argument("message_id", metavar="ID")
+@when_options
+@one_line_errors
+def reschedule(
+    redis_url: str, message_id: str, delay: str | None, at: str | None, level: int | None
+) -> None:
+    """Move a pending message to a new time; print the id of the message that replaces it.
+
+    The old one is never delivered; its copy is, once, at the new time.
+
+    \b
+    Example:
+      delayline reschedule 01KDVDNA00QZ3X5E4T5M2J8K9R --delay 10m
+    """
+    with Client(redis_url) as client:
+        click.echo(client.reschedule(message_id, **when(delay, at, level)))
 
 
 @main.command()
@@ -327,6 +363,8 @@ def status(redis_url: str, message_id: str, as_json: bool) -> None:
         )
     if current.reason:
         click.echo(f"reason        {current.reason}")
+    if current.rescheduled_to:
+        click.echo(f"replaced by   {current.rescheduled_to}")
 
 
 def describe(delivery: DeliveryBase) -> str:

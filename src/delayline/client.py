@@ -24,7 +24,7 @@ from delayline.plans import Plan, consuming, observing, producing
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
-from delayline.validation import Limits
+from delayline.validation import Limits, resolve_deliver_at_ms
 
 T = TypeVar("T")
 
@@ -79,6 +79,21 @@ class ClientBase:
     def _cancel_plan(self, message_id: str) -> Plan[bool]:
         return producing.cancel(
             message_id, now_ms=timing.now_ms(), retention_ms=self.status_retention_ms
+        )
+
+    def _reschedule_plan(
+        self,
+        message_id: str,
+        delay: timedelta | int | None,
+        deliver_at: datetime | int | None,
+        level: int | None,
+    ) -> Plan[str]:
+        now = timing.now_ms()
+        deliver_at_ms = resolve_deliver_at_ms(
+            now_ms=now, limits=self.limits, delay=delay, deliver_at=deliver_at, level=level
+        )
+        return producing.reschedule(
+            message_id, deliver_at_ms, now_ms=now, retention_ms=self.status_retention_ms
         )
 
     def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
@@ -198,11 +213,27 @@ class Client(ClientBase):
         The cancel wins if it reaches the scheduler before the message's slot
         fires. Raises InvalidMessageIdError for a malformed id.
         """
-        return self._run(
-            producing.cancel(
-                message_id, now_ms=timing.now_ms(), retention_ms=self.status_retention_ms
-            )
-        )
+        return self._run(self._cancel_plan(message_id))
+
+    def reschedule(
+        self,
+        message_id: str,
+        *,
+        delay: timedelta | int | None = None,
+        deliver_at: datetime | int | None = None,
+        level: int | None = None,
+    ) -> str:
+        """Move a pending message to a new time (one of ``delay``, ``deliver_at`` or
+        ``level``, as for ``send``; none means now); returns the new message's id.
+
+        The old message is never delivered, and a copy of it (topic, body, key,
+        headers, attempt) is delivered once, at the new time, under the new id;
+        ``status`` of the old id says ``rescheduled`` and names it. A message
+        waiting in the outbox moves at once; one in the scheduler's state within a
+        batch. Raises MessageStateError if the message was delivered, cancelled,
+        rescheduled or rejected already, or is unknown; ValidationError for a bad time.
+        """
+        return self._run(self._reschedule_plan(message_id, delay, deliver_at, level))
 
     def status(self, message_id: str) -> MessageStatus:
         """``pending``, ``delivered``, ``cancelled``, ``rejected`` or ``unknown``.

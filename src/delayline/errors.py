@@ -5,6 +5,7 @@
     DelaylineError
     ├── ValidationError            bad input; ``.field`` and ``.rule`` name what and why
     │   └── InvalidMessageIdError       an id that delayline did not issue
+    ├── MessageStateError          a message that can no longer be changed (``.state``)
     ├── DecodeError                an inbound record that cannot be read
     ├── ConfigurationError         bad settings, or settings that contradict a checkpoint
     │   └── JavaNotFoundError      no Java 17+ to run Spark
@@ -61,6 +62,16 @@ class InvalidMessageIdError(ValidationError):
             f"not a delayline message id: {quoted(message_id)} "
             "(expected 26 Crockford base32 characters, as returned by send)",
         )
+
+
+class MessageStateError(DelaylineError):
+    """The message cannot be changed: it is ``state`` (delivered, cancelled,
+    rescheduled, rejected, or unknown)."""
+
+    def __init__(self, message_id: str, state: str, action: str) -> None:
+        super().__init__(f"cannot {action} message {message_id}: it is {state}")
+        self.message_id = message_id
+        self.state = state
 
 
 class DecodeError(DelaylineError):

@@ -37,6 +37,7 @@ from delayline.validation import (
 RECORD_VERSION = b"1"
 OP_SEND = b"send"
 OP_CANCEL = b"cancel"
+OP_RESCHEDULE = b"reschedule"
 #: The largest ``attempt``: it travels through the scheduler as a signed 32-bit integer.
 MAX_ATTEMPT = 2**31 - 1
 #: The most digits an integer field may have: every epoch ms and attempt fits in 19.
@@ -114,10 +115,12 @@ class Message(NamedTuple):
 
 
 class Cancel(NamedTuple):
-    """A request that message ``id`` never be delivered."""
+    """A request that message ``id`` never be delivered; or, with ``rescheduled_to``,
+    that a copy of it be delivered instead as that message id (and at its time)."""
 
     id: str
     sent_at_ms: int
+    rescheduled_to: str | None = None
 
     @property
     def deliver_at_ms(self) -> int:
@@ -125,11 +128,19 @@ class Cancel(NamedTuple):
         return ids.deliver_at_ms_of(self.id)
 
     def to_record(self) -> dict[bytes, bytes]:
-        """The inbound stream record (format version 1) of this cancel."""
+        """The inbound stream record (format version 1) of this cancel or reschedule."""
+        if self.rescheduled_to is None:
+            return {
+                b"v": RECORD_VERSION,
+                b"op": OP_CANCEL,
+                b"id": self.id.encode(),
+                b"sent_at_ms": str(self.sent_at_ms).encode(),
+            }
         return {
             b"v": RECORD_VERSION,
-            b"op": OP_CANCEL,
+            b"op": OP_RESCHEDULE,
             b"id": self.id.encode(),
+            b"new_id": self.rescheduled_to.encode(),
             b"sent_at_ms": str(self.sent_at_ms).encode(),
         }
 
@@ -187,14 +198,21 @@ def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> 
     if version != RECORD_VERSION:
         raise DecodeError(f"unsupported record version {_show(version)}; this scheduler reads 1")
     op = fields.get(b"op")
-    if op not in (OP_SEND, OP_CANCEL):
-        raise DecodeError(f"unknown op {_show(op)}; expected 'send' or 'cancel'")
+    if op not in (OP_SEND, OP_CANCEL, OP_RESCHEDULE):
+        raise DecodeError(f"unknown op {_show(op)}; expected 'send', 'cancel' or 'reschedule'")
     message_id = _text(fields, "id")
     if not ids.is_message_id(message_id):
         raise ValidationError("id", "format", f"not a delayline message id: {quoted(message_id)}")
     sent_at_ms = _int_field(fields, "sent_at_ms", default=received_ms)
     if op == OP_CANCEL:
         return Cancel(id=message_id, sent_at_ms=sent_at_ms)
+    if op == OP_RESCHEDULE:
+        new_id = _text(fields, "new_id")
+        if not ids.is_message_id(new_id):
+            raise ValidationError(
+                "new_id", "format", f"not a delayline message id: {quoted(new_id)}"
+            )
+        return Cancel(id=message_id, sent_at_ms=sent_at_ms, rescheduled_to=new_id)
 
     deliver_at_ms = _int_field(fields, "deliver_at_ms")
     if ids.deliver_at_ms_of(message_id) != deliver_at_ms:

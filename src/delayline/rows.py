@@ -34,12 +34,11 @@ class Cascade(OutgoingMessage):
     __slots__ = ()
 
 
-class Drop(NamedTuple):
-    """A due message that a cancel removed."""
+class Drop(OutgoingMessage):
+    """A message that a cancel removed, or a reschedule replaces (the sink then sends its
+    copy under the new id, so it travels whole)."""
 
-    id: str
-    topic: str
-    deliver_at_ms: int
+    __slots__ = ()
 
 
 class Reject(NamedTuple):

@@ -3,10 +3,11 @@
 No per-pending-message structure exists in Redis (pending messages live in the
 scheduler's RocksDB state), so the answer comes from, in order:
 
-1. the delivery journal: ``delivered`` (with ``delivered_at``), or ``cancelled``
-   once a cancel dropped the message when its slot fired;
+1. the delivery journal: ``delivered`` (with ``delivered_at``), ``cancelled``
+   once a cancel dropped the message, or ``rescheduled`` (naming the new id)
+   once a reschedule replaced it;
 2. the rejected record the sink keeps for a refused send with a valid id;
-3. the cancel request the SDK records next to every cancel;
+3. the cancel request recorded with every cancel and reschedule;
 4. the id itself, which carries ``deliver_at``: a message not yet due, or due
    so recently that the scheduler may not have reached it, is ``pending``;
    one the scheduler should have settled long ago, with no record, is
@@ -24,13 +25,15 @@ from typing import Literal
 from delayline import ids
 from delayline.timing import format_time, from_epoch_ms
 
-State = Literal["pending", "delivered", "cancelled", "rejected", "unknown"]
+State = Literal["pending", "delivered", "cancelled", "rescheduled", "rejected", "unknown"]
 
 #: A message due less than this long ago may still be in flight (ms).
 IN_FLIGHT_GRACE_MS = 30_000
 
 #: The journal value that marks a message dropped by a cancel.
 CANCELLED_MARK = b"cancelled"
+#: The journal value that marks a message replaced by a reschedule precedes its new id.
+RESCHEDULED_MARK = b"rescheduled:"
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class MessageStatus:
     deliver_at_ms: int
     delivered_at_ms: int | None = None
     reason: str | None = None
+    #: The id of the message that replaces this one; set once ``rescheduled``.
+    rescheduled_to: str | None = None
 
     @property
     def deliver_at(self) -> datetime:
@@ -65,6 +70,7 @@ class MessageStatus:
             "delivered_at": None if delivered_ms is None else format_time(delivered_ms),
             "delivered_at_ms": delivered_ms,
             "reason": self.reason,
+            "rescheduled_to": self.rescheduled_to,
         }
 
 
@@ -88,12 +94,20 @@ def infer_status(
     deliver_at_ms = ids.deliver_at_ms_of(message_id)
     if journal == CANCELLED_MARK:
         return MessageStatus(message_id, "cancelled", deliver_at_ms)
+    if journal is not None and journal.startswith(RESCHEDULED_MARK):
+        new_id = journal.removeprefix(RESCHEDULED_MARK).decode()
+        return MessageStatus(message_id, "rescheduled", deliver_at_ms, rescheduled_to=new_id)
     if journal is not None:
         return MessageStatus(message_id, "delivered", deliver_at_ms, delivered_at_ms=int(journal))
     if rejected is not None:
         reason = rejected.decode("utf-8", "replace")
         return MessageStatus(message_id, "rejected", deliver_at_ms, reason=reason)
     if cancel_requested is not None:
+        # "<ms>" for a cancel, "<ms>:<new id>:<new due ms>" for a reschedule.
+        parts = cancel_requested.split(b":")
+        if len(parts) == 3:
+            new_id = parts[1].decode()
+            return MessageStatus(message_id, "rescheduled", deliver_at_ms, rescheduled_to=new_id)
         return MessageStatus(message_id, "cancelled", deliver_at_ms)
     settled_by_ms = deliver_at_ms + IN_FLIGHT_GRACE_MS
     if now_ms < settled_by_ms or last_batch_at_ms is None or last_batch_at_ms < settled_by_ms:

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from delayline.api.app import create_app
-from delayline.ids import new_message_id
+from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
@@ -337,5 +337,38 @@ def test_pending_forecast(redis_url: str) -> None:
             "from",
             "rfc3339",
         )
+
+    call(redis_url, scenario)
+
+
+def test_patch_reschedules_a_pending_message(redis_url: str, raw_redis: redis.Redis) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        sent = await http.post(
+            "/v1/messages", json={"topic": "orders", "body": "order-42", "delay_ms": 30_000}
+        )
+        old = sent.json()["id"]
+        response = await http.patch(
+            f"/v1/messages/{old}", json={"deliver_at": "2026-12-10T10:00:00Z"}
+        )
+        assert response.status_code == 200, response.text
+        moved = response.json()
+        assert (moved["previous_id"], moved["deliver_at"]) == (old, "2026-12-10T10:00:00.000Z")
+        assert moved["deliver_at_ms"] == deliver_at_ms_of(moved["id"])
+        status = (await http.get(f"/v1/messages/{old}")).json()
+        assert (status["state"], status["rescheduled_to"]) == ("rescheduled", moved["id"])
+        again = await http.patch(f"/v1/messages/{old}", json={"delay_ms": 1_000})
+        assert error_of(again) == (409, "id", "rescheduled")
+        shipped = new_message_id(now_ms())
+        sink(redis_url, delivered(shipped))
+        late = await http.patch(f"/v1/messages/{shipped}", json={"delay_ms": 1_000})
+        assert error_of(late) == (409, "id", "delivered")
+        raw_redis.hset(keys.HEARTBEAT, "last_batch_at_ms", now_ms())
+        unknown = new_message_id(now_ms() - 3_600_000)
+        missing = await http.patch(f"/v1/messages/{unknown}", json={"delay_ms": 1_000})
+        assert error_of(missing) == (404, "id", "unknown")
+        both = await http.patch(f"/v1/messages/{moved['id']}", json={"delay_ms": 1, "level": 2})
+        assert error_of(both) == (422, "level", "exclusive")
+        stray = await http.patch(f"/v1/messages/{moved['id']}", json={"when": 1})
+        assert error_of(stray)[0] == 422
 
     call(redis_url, scenario)

@@ -270,3 +270,16 @@ def test_pending_prints_a_bar_per_bucket_and_the_hot_instants(
     bad = invoke(redis_url, "pending", "--from", "soon")
     assert bad.exit_code == 2
     assert "--from 'soon' is neither an RFC 3339 time" in bad.output
+
+
+def test_reschedule_prints_the_new_id(redis_url: str, raw_redis: redis.Redis) -> None:
+    old = invoke(redis_url, "send", "t", "x", "--delay", "30s").output.strip()
+    result = invoke(redis_url, "reschedule", old, "--at", "2026-12-10T10:00:00Z")
+    assert result.exit_code == 0, result.output
+    new = result.output.strip()
+    assert deliver_at_ms_of(new) == 1_796_896_800_000
+    assert f"replaced by   {new}" in invoke(redis_url, "status", old).output
+    again = invoke(redis_url, "reschedule", old, "--delay", "1m")
+    assert again.exit_code == 1
+    assert again.output.strip() == f"error: cannot reschedule message {old}: it is rescheduled"
+    assert invoke(redis_url, "reschedule", new, "--delay", "soon").exit_code == 2

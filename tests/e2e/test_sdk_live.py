@@ -179,6 +179,37 @@ def test_the_forecast_follows_sends_cancels_and_deliveries(live: Live, client: C
     )
 
 
+def test_reschedule_moves_a_message_once_and_never_delivers_the_old_one(
+    live: Live, client: Client
+) -> None:
+    topic = live.topic()
+    # 10 minutes ahead: a coarse slot in Spark's state, on both paths. 8 s ahead:
+    # the outbox on the near path, a fine slot on the Spark path.
+    far = client.send(topic, b"far", delay=timedelta(minutes=10))
+    soon = client.send(topic, b"soon", delay=timedelta(seconds=8))
+    soon_due_ms = client.status(soon).deliver_at_ms
+    wait_for(
+        lambda: client.pending(topic=topic).total == 2,
+        30,
+        "the scheduler to hold both",
+        [live.scheduler],
+    )
+    moved = {
+        client.reschedule(far, delay=2_000): b"far",
+        client.reschedule(soon, delay=2_500): b"soon",
+    }
+    assert {client.status(far).rescheduled_to, client.status(soon).rescheduled_to} == set(moved)
+    wait_for(lambda: live.raw.xlen(topic) == 2, 30, "the moved messages", [live.scheduler])
+    for entry_id, fields in live.raw.xrange(topic):
+        new_id = fields[b"id"].decode()
+        assert moved[new_id] == fields[b"body"]
+        assert int(entry_id.split(b"-")[0]) >= int(fields[b"deliver_at_ms"]), "early"
+    # The old one's time comes and goes: nothing more arrives.
+    wait_for(lambda: now_ms() > soon_due_ms + 2_000, 15, "the old time to pass")
+    assert live.raw.xlen(topic) == 2
+    assert client.status(soon).state == "rescheduled"
+
+
 def test_retry_later_until_the_dlq(live: Live, client: Client) -> None:
     topic = live.topic()
     client.send(topic, b"flaky", delay=100)

@@ -12,13 +12,13 @@ import redis
 from delayline import Client
 from delayline.errors import ValidationError
 from delayline.forecast import Forecast
-from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.ids import new_message_id
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
-from delayline.rows import Deliver, Drop
+from delayline.rows import Deliver
 from delayline.timing import format_time, from_epoch_ms, now_ms
-from tests.sinking import sink
+from tests.sinking import dropped, sink
 from tests.support import wait_for
 
 
@@ -97,8 +97,8 @@ def test_ingest_and_sink_paths_count_each_copy_once(
     inbound.count_ingest("q", 0, 2, accepted={(second_ms, "orders"): 2}, cancels=1)
     assert client.pending().total == 5
     # A raw cancel as the source records it: out of the total at once.
-    inbound.record_cancel_requests([(cancelled, due_ms)], retention_ms=60_000)
-    inbound.record_cancel_requests([(cancelled, due_ms)], retention_ms=60_000)  # replayed
+    inbound.record_cancel_requests([(cancelled, due_ms, "")], retention_ms=60_000)
+    inbound.record_cancel_requests([(cancelled, due_ms, "")], retention_ms=60_000)  # replayed
     assert client.pending().total == 4
     assert counts(client.pending()) == {"orders": 5}
 
@@ -108,13 +108,13 @@ def test_ingest_and_sink_paths_count_each_copy_once(
     # The slot fires: the cancelled one is dropped, the others go out, a copy is a duplicate.
     sink(
         redis_url,
-        Drop(cancelled, "orders", due_ms),
+        dropped(cancelled, "orders", due_ms),
         row(first),
         row(first),
         row(new_message_id(due_ms)),
     )
     assert (client.pending().total, counts(client.pending())) == (1, {"orders": 1})
-    sink(redis_url, Drop(cancelled, "orders", due_ms))  # a copy of the cancelled one
+    sink(redis_url, dropped(cancelled, "orders", due_ms))  # a copy of the cancelled one
     assert client.pending().total == 0
     assert client.metrics().counters["duplicates"] == 2
 
@@ -182,6 +182,6 @@ def test_a_cancel_for_a_message_in_the_outbox_and_a_drop_count_once(
     assert client.cancel(message_id)
     assert client.pending().total == 0
     # The slot fires while the pump also holds it: one drop, one duplicate.
-    sink(redis_url, Drop(message_id, "t", deliver_at_ms_of(message_id)))
+    sink(redis_url, dropped(message_id))
     pump_all(redis_url, raw_redis)
     assert (client.pending().total, counts(client.pending())) == (0, {})

@@ -191,8 +191,8 @@ def test_a_raw_cancel_stops_a_message_already_in_the_outbox(redis_url: str) -> N
     raw = redis.Redis.from_url(redis_url)
     assert raw.zscore(keys.OUTBOX, message_id) == due_ms
     # What the source does for a raw op=cancel record it reads, replayed once.
-    inbound.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
-    inbound.record_cancel_requests([(message_id, due_ms)], retention_ms=60_000)
+    inbound.record_cancel_requests([(message_id, due_ms, "")], retention_ms=60_000)
+    inbound.record_cancel_requests([(message_id, due_ms, "")], retention_ms=60_000)
 
     def outbox_empty() -> bool:
         if not raw.zcard(keys.OUTBOX):

@@ -12,11 +12,12 @@ from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
-from delayline.rows import Cascade, Deliver, Drop, Reject, SinkRow
+from delayline.rows import Cascade, Deliver, Reject, SinkRow
 from delayline.scheduler.chunks import write_once
 from delayline.scheduler.task import BatchTask
 from delayline.timing import now_ms
 from delayline.validation import Limits
+from tests.sinking import dropped
 from tests.support import wait_for
 
 #: A due time one minute ago: these rows go straight to their topics.
@@ -274,7 +275,7 @@ def test_drops_and_rejects(store: DeliveryStore, raw_redis: redis.Redis) -> None
     fields = [(b"op", b"bad"), (b"reason", b"unknown op"), (b"inbound_id", b"1-0")]
     sent_id = new_message_id(DUE_MS)
     rejects = [Reject(fields, "unknown op"), Reject(fields, "bad topic", message_id=sent_id)]
-    result = write(store, 0, 0, [Drop("C", "orders", DUE_MS), *rejects])
+    result = write(store, 0, 0, [dropped("C", "orders", DUE_MS), *rejects])
     assert (result.dropped, result.rejected) == (1, 2)
     assert raw_redis.hget(keys.journal(DUE_MS), "C") == b"cancelled"
     kept = [entry for _, entry in raw_redis.xrange(keys.REJECTS)]

@@ -17,10 +17,10 @@ from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.model import decode_record
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
-from delayline.rows import Drop, Reject
+from delayline.rows import Reject
 from delayline.timing import HORIZON_MS, now_ms
 from delayline.validation import Limits
-from tests.sinking import delivered, sink
+from tests.sinking import delivered, dropped, sink
 from tests.support import wait_for
 
 
@@ -191,9 +191,9 @@ def test_status_through_every_state(client: Client, redis_url: str) -> None:
     assert status.delivered_at_ms >= status.deliver_at_ms
     assert client.cancel(shipped) is False  # too late
 
-    dropped = client.send("t", b"x")
-    sink(redis_url, Drop(dropped, "t", deliver_at_ms_of(dropped)))
-    assert client.status(dropped).state == "cancelled"
+    cancelled = client.send("t", b"x")
+    sink(redis_url, dropped(cancelled))
+    assert client.status(cancelled).state == "cancelled"
 
     refused = new_message_id(now_ms())
     sink(redis_url, Reject([(b"op", b"send")], "topic must be ...", message_id=refused))

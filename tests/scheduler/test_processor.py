@@ -228,3 +228,27 @@ def test_a_cancel_at_the_coarse_level_drops_instead_of_handing_down(wheel: Wheel
     coarse_slot = timing.slot_start_ms(far_ms, WHEEL.coarse_tick_ms)
     [dropped] = wheel.advance_to(coarse_slot - WHEEL.cascade_lead_ms)
     assert (dropped.kind, dropped.id) == (packs.DROP, message.id)
+
+
+def test_a_withdrawal_drops_its_message_at_once_and_then_stays_a_cancel(wheel: Wheel) -> None:
+    due_ms = T0 + 10_000
+    keep, moved = wheel.message(due_ms), wheel.message(due_ms + 1)
+    wheel.feed(keep, moved)
+    wheel.advance_to(T0 + 1_000)
+    withdrawal = Cancel(moved.id, T0 + 1_000, rescheduled_to=wheel.message(T0 + 2_000).id)
+    out = wheel.feed(withdrawal)
+    # Dropped now, whole (the sink sends its copy under the new id), not when the slot fires.
+    assert [(r.kind, r.id, r.body, r.topic) for r in out] == [(packs.DROP, moved.id, b"x", "t")]
+    assert {r.id for r in wheel.stored(due_ms) if r.kind == packs.SEND} == {keep.id}
+    wheel.feed(moved)  # a copy of it, late: the withdrawal, kept as a cancel, drops it
+    fired = wheel.advance_to(due_ms)
+    assert ids_of(fired, packs.DELIVER) == {keep.id}
+    assert ids_of(fired, packs.DROP) == {moved.id}
+
+
+def test_a_withdrawal_in_the_same_batch_as_its_message_drops_it_at_once(wheel: Wheel) -> None:
+    message = wheel.message(T0 + 10_000)
+    new_id = wheel.message(T0 + 1_000).id
+    out = wheel.feed(Cancel(message.id, T0, rescheduled_to=new_id), message)
+    assert ids_of(out, packs.DROP) == {message.id}
+    assert ids_of(wheel.advance_to(T0 + 10_000), packs.DELIVER) == set()

@@ -57,8 +57,18 @@ def test_cancels_and_rejects_stay_on_the_wheel_and_a_near_cascade_is_not_counted
         (f"{T0}-2", cascade),
     ]
     batch = sort_inbound(entries, SETTINGS)
-    assert batch.cancels == [(message[b"id"].decode(), T0 + 5_000)]
+    assert batch.cancels == [(message[b"id"].decode(), T0 + 5_000, "")]
     kinds = sorted(record.kind for data in batch.packs.values() for record in packs.scan(data))
     assert kinds == sorted([packs.CANCEL, packs.CANCEL, packs.REJECT])  # both levels' keys
     assert [m.id for m in batch.near] == [cascade[b"id"].decode()]
     assert batch.accepted == {}  # a cascade was counted when it first came in
+
+
+def test_a_reschedule_goes_first_in_the_packs_of_both_levels_and_is_recorded() -> None:
+    message = send(600_000)  # a coarse slot
+    new_id = Message.create("t", b"x", now_ms=T0, limits=Limits(), delay=1_000).id
+    withdrawal = Cancel(message[b"id"].decode(), T0, rescheduled_to=new_id).to_record()
+    batch = sort_inbound([(f"{T0}-0", message), (f"{T0}-1", withdrawal)], SETTINGS)
+    assert batch.cancels == [(message[b"id"].decode(), T0 + 600_000, new_id)]
+    firsts = [next(packs.scan(data)).kind for data in batch.packs.values()]
+    assert firsts == [packs.WITHDRAW, packs.WITHDRAW]  # the fine and the coarse key

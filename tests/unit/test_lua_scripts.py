@@ -16,6 +16,7 @@ SCRIPTS = {
     "LAST_ID_WITHIN": "last_id_within.lua",
     "COUNT_INGEST": "count_ingest.lua",
     "CANCEL": "cancel.lua",
+    "RESCHEDULE": "reschedule.lua",
     "SEND_NEAR": "send_near.lua",
     "WRITE_CHUNK": "write_chunk.lua",
     "PUMP": "pump.lua",

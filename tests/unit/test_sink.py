@@ -51,7 +51,7 @@ def test_order_is_total_and_independent_of_input_order() -> None:
     backward = ordered_rows([batch(*records[3:]), batch(*reversed(records[:3]))], rejected_at_ms=1)
     assert forward == backward
     assert isinstance(forward[0], Reject)
-    assert forward[1] == Drop(id="D", topic="t", deliver_at_ms=50)
+    assert forward[1] == Drop("t", "D", b"", "", "{}", 50, 1)
     assert [row.id for row in forward[2:] if isinstance(row, Deliver)] == ["C", "B", "A"]
     assert forward[2] == Deliver(
         topic="t", id="C", body=b"b", key="", headers="{}", deliver_at_ms=100, attempt=2
@@ -108,7 +108,7 @@ def run(
 
 
 def drop(n: int) -> Drop:
-    return Drop(id=str(n), topic="t", deliver_at_ms=n)
+    return Drop("t", str(n), b"", "", "{}", n, 1)
 
 
 def test_rows_are_written_in_order_in_bounded_chunks() -> None:

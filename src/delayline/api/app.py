@@ -6,6 +6,7 @@ Routes (OpenAPI at ``/openapi.json``):
 - ``POST /v1/messages:batch``: schedule up to 10,000 (per-item results).
 - ``GET /v1/messages/{id}``: status.
 - ``DELETE /v1/messages/{id}``: cancel (404 unknown, 409 already delivered or rejected).
+- ``PATCH /v1/messages/{id}``: reschedule (404 unknown, 409 no longer pending).
 - ``GET /v1/pending``: the forecast, pending messages per time bucket and topic.
 - ``GET /healthz``: Redis and scheduler liveness (503 if either is down).
 - ``GET /metrics``: Prometheus text.
@@ -24,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import ValidationError as PydanticValidationError
 
-from delayline import timing
+from delayline import ids, timing
 from delayline.__about__ import __version__
 from delayline.api.middleware import BearerTokenAuth, RequestSizeLimit
 from delayline.api.schemas import (
@@ -37,11 +38,13 @@ from delayline.api.schemas import (
     ForecastOut,
     HealthOut,
     MessageIn,
+    RescheduledOut,
+    RescheduleIn,
     ScheduledOut,
     StatusOut,
 )
 from delayline.async_client import AsyncClient
-from delayline.errors import DelaylineError, TransportError, ValidationError
+from delayline.errors import DelaylineError, MessageStateError, TransportError, ValidationError
 from delayline.forecast import DEFAULT_HOT_OVER
 from delayline.model import Message
 from delayline.validation import Limits
@@ -175,6 +178,23 @@ def create_app(
             hot_over=hot_over,
         )
         return ForecastOut.of(forecast)
+
+    @app.patch("/v1/messages/{message_id}", response_model=RescheduledOut)
+    async def reschedule(message_id: str, when: RescheduleIn) -> RescheduledOut | JSONResponse:
+        """Move a pending message to a new time: a copy under a new id, delivered once then;
+        the old one never is."""
+        try:
+            new_id = await client.reschedule(message_id, **when.when())
+        except MessageStateError as exc:
+            status = 404 if exc.state == "unknown" else 409
+            return error_response(status, "id", exc.state, str(exc))
+        deliver_at_ms = ids.deliver_at_ms_of(new_id)
+        return RescheduledOut(
+            id=new_id,
+            previous_id=message_id,
+            deliver_at=timing.format_time(deliver_at_ms),
+            deliver_at_ms=deliver_at_ms,
+        )
 
     @app.get("/healthz", response_model=HealthOut, responses={503: {"model": HealthOut}})
     async def health() -> JSONResponse:

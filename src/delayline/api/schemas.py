@@ -77,6 +77,42 @@ class MessageIn(BaseModel):
         )
 
 
+class RescheduleIn(BaseModel):
+    """A new time for a pending message: at most one of ``delay_ms``, ``deliver_at``
+    (RFC 3339 with an offset, or epoch ms) and ``level``; none of the three means now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delay_ms: StrictInt | None = Field(
+        default=None, examples=[600_000], json_schema_extra={"minimum": 0}
+    )
+    deliver_at: StrictInt | StrictStr | None = Field(
+        default=None, examples=["2026-12-01T09:00:00Z", 1_796_115_600_000]
+    )
+    level: StrictInt | None = Field(
+        default=None,
+        description="RocketMQ delay level 1..18.",
+        json_schema_extra={"minimum": 1, "maximum": 18},
+    )
+
+    def when(self) -> dict[str, int | None]:
+        """The SDK's ``delay``, ``deliver_at`` and ``level``. Raises ValidationError for
+        a time that is not RFC 3339."""
+        deliver_at = self.deliver_at
+        if isinstance(deliver_at, str):
+            deliver_at = timing.parse_time_ms(deliver_at)
+        return {"delay": self.delay_ms, "deliver_at": deliver_at, "level": self.level}
+
+
+class RescheduledOut(BaseModel):
+    """The new message that replaces ``previous_id``, and when it is due."""
+
+    id: str
+    previous_id: str
+    deliver_at: str
+    deliver_at_ms: int
+
+
 class BatchIn(BaseModel):
     """Up to 10,000 messages. Each is checked on its own: one bad item does not stop the rest."""
 
@@ -160,6 +196,7 @@ class StatusOut(BaseModel):
     delivered_at: str | None = None
     delivered_at_ms: int | None = None
     reason: str | None = None
+    rescheduled_to: str | None = None
 
     @classmethod
     def of(cls, status: MessageStatus) -> StatusOut:

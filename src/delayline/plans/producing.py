@@ -1,4 +1,4 @@
-"""Plans that produce: send (near path or inbound stream), status, cancel."""
+"""Plans that produce: send (near path or inbound stream), status, cancel, reschedule."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 
 from delayline import ids
 from delayline.chunking import chunk_end
+from delayline.errors import MessageStateError
 from delayline.model import Cancel, Message
-from delayline.plans import Command, Plan, xadd
+from delayline.plans import Command, Plan, as_text, xadd
 from delayline.redis import keys, scripts
 from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS
@@ -75,10 +76,66 @@ def cancel(message_id: str, *, now_ms: int, retention_ms: int) -> Plan[bool]:
                 "EVALSHA",
                 scripts.CANCEL_SHA,
                 0,
-                *scripts.cancel_args(now_ms, retention_ms, [(cancel.id, cancel.deliver_at_ms)]),
+                *scripts.cancel_args(now_ms, retention_ms, [(cancel.id, cancel.deliver_at_ms, "")]),
             ),
         ]
         return Plan(commands, lambda _: True, "record a cancel", transaction=True)
+
+    return Plan(status(message_id, now_ms=now_ms).commands, decide, "read a message's status")
+
+
+def reschedule(message_id: str, deliver_at_ms: int, *, now_ms: int, retention_ms: int) -> Plan[str]:
+    """Replace ``message_id`` with a copy due at ``deliver_at_ms``; the plan returns its id.
+
+    The old message is never delivered and the copy is, once. Raises
+    MessageStateError unless the old message is still pending.
+    """
+    due_ms = ids.deliver_at_ms_of(message_id)
+    new_id = ids.new_message_id(deliver_at_ms)
+    record = Cancel(message_id, now_ms, rescheduled_to=new_id).to_record()
+
+    def decide(replies: list[Any]) -> Plan[str]:
+        current = status(message_id, now_ms=now_ms).parse(replies)
+        assert isinstance(current, MessageStatus)
+        if current.state != "pending":
+            raise MessageStateError(message_id, current.state, "reschedule")
+        command: Command = (
+            "EVALSHA",
+            scripts.RESCHEDULE_SHA,
+            8,
+            keys.OUTBOX,
+            keys.OUTBOX_DATA,
+            keys.OUTBOX_BELL,
+            keys.INBOUND,
+            keys.STATS,
+            keys.LATENESS,
+            keys.REJECTS,
+            keys.CONFIG,
+            retention_ms,
+            retention_ms // 1000,
+            message_id,
+            due_ms,
+            new_id,
+            deliver_at_ms,
+            len(record),
+            *(part for pair in record.items() for part in pair),
+        )
+        return Plan([("SCRIPT", "LOAD", scripts.RESCHEDULE), command], done, "reschedule")
+
+    def done(replies: list[Any]) -> str:
+        outcome, value = (as_text(part) for part in replies[-1])
+        if outcome == "rescheduled":
+            return new_id
+        # The status said pending, but a delivery, cancel or reschedule came first.
+        again = infer_status(
+            message_id,
+            journal=value.encode() if outcome == "settled" else None,
+            rejected=None,
+            cancel_requested=value.encode() if outcome == "requested" else None,
+            last_batch_at_ms=None,
+            now_ms=now_ms,
+        )
+        raise MessageStateError(message_id, again.state, "reschedule")
 
     return Plan(status(message_id, now_ms=now_ms).commands, decide, "read a message's status")
 

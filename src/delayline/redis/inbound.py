@@ -91,8 +91,11 @@ class InboundStream(RedisConnection):
 
     # -- what the source records --------------------------------------------------------------
 
-    def record_cancel_requests(self, cancels: Sequence[tuple[str, int]], retention_ms: int) -> None:
-        """Record a cancel request for each (id, deliver_at_ms), as ``Client.cancel`` does.
+    def record_cancel_requests(
+        self, cancels: Sequence[tuple[str, int, str]], retention_ms: int
+    ) -> None:
+        """Record a cancel request for each (id, deliver_at_ms, new id or ""), as
+        ``Client.cancel`` and ``Client.reschedule`` do.
 
         The outbox pump drops a message that has one, and the forecast no longer
         counts it. A request already recorded keeps its time, so a replayed batch

@@ -19,9 +19,11 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 
+from delayline import ids
 from delayline.errors import DelaylineError
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 from delayline.redis import keys
+from delayline.timing import HORIZON_MS
 
 #: An entry due within this many ms of being put rings the pump's bell (see pump.py).
 BELL_WITHIN_MS = 1_500
@@ -37,6 +39,7 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "PENDING_PREFIX": keys.forecast(0).removesuffix("0"),
     "PENDING_INDEX": keys.FORECAST_INDEX,
     "PENDING_TTL_S": keys.FORECAST_TTL_S,
+    "HORIZON_MS": HORIZON_MS,
     "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
     "SUM_FIELD": SUM_FIELD,
 }
@@ -98,6 +101,10 @@ COUNT_INGEST = load("count_ingest.lua")
 CANCEL = load("cancel.lua")
 #: The name the SDK calls CANCEL by (EVALSHA).
 CANCEL_SHA = hashlib.sha1(CANCEL.encode()).hexdigest()
+#: Reschedule a message (lua/reschedule.lua).
+RESCHEDULE = load("reschedule.lua")
+#: The name the SDK calls RESCHEDULE by (EVALSHA).
+RESCHEDULE_SHA = hashlib.sha1(RESCHEDULE.encode()).hexdigest()
 #: The SDK's near path: sends due soon, into the outbox (lua/send_near.lua).
 SEND_NEAR = load("send_near.lua")
 #: The name the near path calls SEND_NEAR by (EVALSHA).
@@ -109,10 +116,12 @@ PUMP = load("pump.lua")
 
 
 def cancel_args(
-    now_ms: int, retention_ms: int, cancels: Iterable[tuple[str, int]]
+    now_ms: int, retention_ms: int, cancels: Iterable[tuple[str, int, str]]
 ) -> list[str | int]:
-    """CANCEL's arguments for cancels given as (id, deliver_at_ms), topics unknown."""
+    """CANCEL's arguments for cancels given as (id, deliver_at_ms, new id or "" unless a
+    reschedule's), topics unknown."""
     args: list[str | int] = [now_ms, retention_ms]
-    for message_id, deliver_at_ms in cancels:
-        args += [message_id, deliver_at_ms, ""]
+    for message_id, deliver_at_ms, new_id in cancels:
+        new = f"{new_id}:{ids.deliver_at_ms_of(new_id)}" if new_id else ""
+        args += [message_id, deliver_at_ms, "", new]
     return args

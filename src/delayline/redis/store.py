@@ -18,8 +18,11 @@ from delayline import ids
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.redis import keys, scripts
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
-from delayline.rows import Cascade, Deliver, Drop, SinkRow
+from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, SinkRow
 from delayline.timing import now_ms
+
+#: The letter of each message row in a chunk (see lua/write_chunk.lua).
+ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +96,9 @@ class DeliveryStore(RedisConnection):
         """
         args: list[Any] = [batch_id, first_row, len(rows), keys.MARKER_TTL_S, journal_ttl_s]
         for row in rows:
-            if isinstance(row, Deliver):
+            if isinstance(row, OutgoingMessage):
                 args += [
-                    "d",
+                    ROW_KINDS[type(row)],
                     row.topic,
                     row.id,
                     row.body,
@@ -103,26 +106,6 @@ class DeliveryStore(RedisConnection):
                     row.headers,
                     row.deliver_at_ms,
                     row.attempt,
-                    keys.journal(row.deliver_at_ms),
-                    keys.cancel_requests(row.deliver_at_ms),
-                ]
-            elif isinstance(row, Cascade):
-                args += [
-                    "c",
-                    row.id,
-                    row.topic,
-                    row.body,
-                    row.key,
-                    row.headers,
-                    row.deliver_at_ms,
-                    row.attempt,
-                ]
-            elif isinstance(row, Drop):
-                args += [
-                    "x",
-                    row.id,
-                    row.topic,
-                    row.deliver_at_ms,
                     keys.journal(row.deliver_at_ms),
                     keys.cancel_requests(row.deliver_at_ms),
                 ]
@@ -144,6 +127,7 @@ class DeliveryStore(RedisConnection):
             keys.OUTBOX_DATA,
             keys.INBOUND,
             keys.OUTBOX_BELL,
+            keys.CONFIG,
         ]
         # Safe to retry: the marker makes a chunk that did land write nothing again.
         counts = self._call(
@@ -158,7 +142,16 @@ class DeliveryStore(RedisConnection):
         moved, now_ms, next_due = self._call(
             "deliver from the outbox",
             lambda: self._pump(
-                keys=[keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS, keys.REJECTS],
+                keys=[
+                    keys.OUTBOX,
+                    keys.OUTBOX_DATA,
+                    keys.STATS,
+                    keys.LATENESS,
+                    keys.REJECTS,
+                    keys.OUTBOX_BELL,
+                    keys.INBOUND,
+                    keys.CONFIG,
+                ],
                 args=[max_messages, journal_ttl_s],
             ),
         )

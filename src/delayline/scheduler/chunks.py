@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from delayline.chunking import chunk_end
 from delayline.redis.store import ChunkResult, DeliveryStore
-from delayline.rows import Drop, Reject, SinkRow
+from delayline.rows import Reject, SinkRow
 from delayline.scheduler.task import BatchTask
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold
@@ -30,8 +30,6 @@ ChunkWriter = Callable[[int, Sequence[SinkRow]], ChunkResult]
 
 def row_bytes(row: SinkRow) -> int:
     """About how many bytes ``row`` adds to a chunk's script arguments."""
-    if isinstance(row, Drop):
-        return len(row.id)
     if isinstance(row, Reject):
         return sum(len(name) + len(value) for name, value in row.fields)
     return len(row.topic) + len(row.body) + len(row.key) + len(row.headers)

@@ -27,6 +27,11 @@ DELIVER = 4
 DROP = 5
 #: A send handed down from a coarse slot: re-appended to the inbound stream.
 CASCADE = 6
+#: A cancel applied as soon as it reaches its key, not when the slot fires: a
+#: reschedule's (its ``reason`` holds the new id). It then stays as a cancel.
+WITHDRAW = 7
+#: The kinds that cancel the messages they name.
+CANCELS = frozenset({CANCEL, WITHDRAW})
 
 _HEADER = struct.Struct("<BqiHHIHIHH")
 

@@ -18,7 +18,9 @@ no-data batches are off, and the source wakes a batch when a timer is due.
 
 Cancels are applied when their message is emitted. A cancel that arrives
 before its message still wins, and cancels are kept ``cancel_retention_ms``
-past their slot for messages that arrive late.
+past their slot for messages that arrive late. A withdrawal (a reschedule's
+cancel) is applied as soon as it reaches its key, since the new time may come
+before the old slot fires.
 """
 
 from __future__ import annotations
@@ -69,16 +71,21 @@ class WheelProcessor(StatefulProcessor):
         self, key: tuple[Any, ...], rows: Iterator[Any], timerValues: TimerValues
     ) -> Iterator[Row]:
         slot_ms, _shard, coarse = timing.split_wheel_key(key[0])
-        incoming = b"".join(row.pack for row in rows)
+        packed = [row.pack for row in rows]
+        incoming = b"".join(packed)
         if slot_ms == timing.REJECT_SLOT_MS:
             yield Row(pack=incoming)
             return
         now_ms = timerValues.getCurrentProcessingTimeInMs()
         fire_at_ms = slot_ms - (self._wheel.cascade_lead_ms if coarse else self._fire_lead_ms)
         if fire_at_ms > now_ms:
-            # A future slot: store, and arm its timer (idempotent).
-            self._entries.appendList([(incoming,)])
-            self._arm(fire_at_ms)
+            self._arm(fire_at_ms)  # idempotent
+            # The source puts a withdrawal first in its pack: one byte tells.
+            if any(pack[0] == packs.WITHDRAW for pack in packed):
+                yield from self._withdraw(incoming)
+            else:
+                # A future slot: store.
+                self._entries.appendList([(incoming,)])
             return
         # The slot is firing already: deliver now rather than a batch later.
         yield from self._fire(slot_ms, coarse, now_ms, incoming)
@@ -88,6 +95,15 @@ class WheelProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         slot_ms, _shard, coarse = timing.split_wheel_key(key[0])
         yield from self._fire(slot_ms, coarse, timerValues.getCurrentProcessingTimeInMs(), b"")
+
+    def _withdraw(self, incoming: bytes) -> Iterator[Row]:
+        """Drop at once the stored messages that a withdrawal names (rarely: this reads
+        the key's whole state), for the sink to reschedule."""
+        stored = b"".join(entry[0] for entry in self._entries.get())
+        out, keep = plan_withdrawal(stored + incoming)
+        self._entries.put([(keep,)])
+        if out:
+            yield Row(pack=out)
 
     def _fire(self, slot_ms: int, coarse: bool, now_ms: int, incoming: bytes) -> Iterator[Row]:
         stored = b"".join(entry[0] for entry in self._entries.get())
@@ -143,13 +159,13 @@ def plan_firing(
     cancels' expiry if only cancels remain.
     """
     records = list(packs.scan(data))
-    cancelled = {record.id for record in records if record.kind == packs.CANCEL}
+    cancelled = {record.id for record in records if record.kind in packs.CANCELS}
     horizon_ms = now_ms + lead_ms
     out: list[bytes] = []
     keep: list[bytes] = []
     next_due_ms: int | None = None
     for record in records:
-        if record.kind == packs.CANCEL:
+        if record.kind in packs.CANCELS:
             if now_ms < cancels_until_ms:
                 keep.append(record.raw)
         elif record.deliver_at_ms <= horizon_ms:
@@ -163,3 +179,21 @@ def plan_firing(
     else:
         next_fire_ms = cancels_until_ms if keep else None
     return Firing(b"".join(out), b"".join(keep), next_fire_ms)
+
+
+def plan_withdrawal(data: bytes) -> tuple[bytes, bytes]:
+    """Split a key's records into (sends that a withdrawal names, as drops; the rest).
+
+    The withdrawals stay, as cancels do until the slot fires: a copy of the
+    message that comes later is dropped too.
+    """
+    records = list(packs.scan(data))
+    withdrawn = {record.id for record in records if record.kind == packs.WITHDRAW}
+    out: list[bytes] = []
+    keep: list[bytes] = []
+    for record in records:
+        if record.kind == packs.SEND and record.id in withdrawn:
+            out.append(record.relabelled(packs.DROP))
+        else:
+            keep.append(record.raw)
+    return b"".join(out), b"".join(keep)

@@ -84,7 +84,13 @@ def _placed(
     record = decode_record(fields, received_ms=received_ms, limits=limits)
     shard = ids.shard_of(record.id, shards)
     if isinstance(record, Cancel):
-        cancel = packs.encode(packs.Record(packs.CANCEL, record.deliver_at_ms, record.id, entry_id))
+        # A reschedule cannot wait for the slot: its new time may come first.
+        kind = packs.CANCEL if record.rescheduled_to is None else packs.WITHDRAW
+        cancel = packs.encode(
+            packs.Record(
+                kind, record.deliver_at_ms, record.id, entry_id, reason=record.rescheduled_to or ""
+            )
+        )
         fine = timing.slot_start_ms(record.deliver_at_ms, wheel.tick_ms)
         coarse = timing.slot_start_ms(record.deliver_at_ms, wheel.coarse_tick_ms)
         return [

@@ -58,7 +58,7 @@ def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
     if record.kind == packs.CASCADE:
         return record.deliver_at_ms, Cascade(*as_deliver(record))
     if record.kind == packs.DROP:
-        return 0, Drop(id=record.id, topic=record.topic, deliver_at_ms=record.deliver_at_ms)
+        return 0, Drop(*as_deliver(record))
     # The source kept the original fields under names that cannot clash with these.
     fields = packs.decode_fields(record.body)
     fields += [

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from delayline import ids
+from delayline.model import OP_CANCEL, OP_RESCHEDULE, RECORD_VERSION
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
@@ -42,14 +43,19 @@ MAX_SEQ = 2**64 - 1
 START_ID = "0-0"
 
 
-def waiting_cancels(entries: Iterable[tuple[str, Mapping[bytes, bytes]]]) -> list[tuple[str, int]]:
-    """(id, deliver_at_ms) of every well-formed raw cancel among inbound ``entries``."""
+def waiting_cancels(
+    entries: Iterable[tuple[str, Mapping[bytes, bytes]]],
+) -> list[tuple[str, int, str]]:
+    """(id, deliver_at_ms, new id or "") of every well-formed raw cancel or reschedule
+    among inbound ``entries``."""
     found = []
     for _, fields in entries:
-        if fields.get(b"op") == b"cancel" and fields.get(b"v") == b"1":
+        op = fields.get(b"op")
+        if op in (OP_CANCEL, OP_RESCHEDULE) and fields.get(b"v") == RECORD_VERSION:
             claimed = fields.get(b"id", b"").decode("ascii", "replace")
-            if ids.is_message_id(claimed):
-                found.append((claimed, ids.deliver_at_ms_of(claimed)))
+            new_id = fields.get(b"new_id", b"").decode("ascii", "replace")
+            if ids.is_message_id(claimed) and (op == OP_CANCEL or ids.is_message_id(new_id)):
+                found.append((claimed, ids.deliver_at_ms_of(claimed), new_id))
     return found
 
 
@@ -114,8 +120,9 @@ class SortedInbound:
     packs: dict[int, bytes]
     #: Sends due within the horizon of when Redis received them: for the outbox.
     near: list[Deliver]
-    #: (id, deliver_at_ms) of each cancel, for the pump's cancel requests.
-    cancels: list[tuple[str, int]]
+    #: (id, deliver_at_ms, new id or "") of each cancel or reschedule, for the cancel
+    #: requests that the sink and the pump check.
+    cancels: list[tuple[str, int, str]]
     #: Sends accepted from producers (not cascades handed down again), per
     #: (due second as epoch ms, topic): the forecast's counts.
     accepted: dict[tuple[int, str], int]
@@ -133,7 +140,7 @@ def sort_inbound(
     """
     grouped: dict[int, list[bytes]] = {}
     near: list[Deliver] = []
-    cancels: list[tuple[str, int]] = []
+    cancels: list[tuple[str, int, str]] = []
     accepted: dict[tuple[int, str], int] = {}
     for entry_id, fields in entries:
         placed = to_packed(
@@ -141,9 +148,14 @@ def sort_inbound(
         )
         # The kind is the record's first byte; only a cancel or a near send is decoded.
         kind = placed[0][1][0]
-        if kind == packs.CANCEL:
-            cancel = next(packs.scan(placed[0][1]))
-            cancels.append((cancel.id, cancel.deliver_at_ms))
+        if kind in packs.CANCELS:
+            cancel = next(packs.unpack(placed[0][1]))
+            cancels.append((cancel.id, cancel.deliver_at_ms, cancel.reason))
+            if kind == packs.WITHDRAW:
+                # First in its keys' packs: the processor looks no further to see one.
+                for key, record in placed:
+                    grouped.setdefault(key, []).insert(0, record)
+                continue
         elif kind == packs.SEND:
             [(_, data)] = placed
             deliver_at_ms = packs.deliver_at_ms_of(data)

@@ -1,6 +1,7 @@
--- A library, shared by write_chunk.lua and pump.lua: the clock, the journal,
--- delivery, rejects, and counters. The including script sets journal_ttl and
--- rejects_key before it.
+-- A library, shared by write_chunk.lua, pump.lua and reschedule.lua: the clock,
+-- the journal, delivery, drops and reschedules, rejects, and counters. The
+-- including script sets journal_ttl, rejects_key, box ({outbox, outbox data,
+-- bell}), inbound_key and config_key before it.
 
 --! include outbox.lua
 --! include pending.lua
@@ -8,7 +9,8 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = string.format('%d', now_ms)
 local bounds = {${LATENESS_BUCKETS_MS}}
-local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0, cascaded = 0}
+local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0, cascaded = 0,
+  accepted = 0}
 local late_counts, late_sum = {}, 0
 local expiring = {}
 local function journal_put(journal, id, value)
@@ -70,22 +72,61 @@ local function cancel_requested(cancels, id)
   end
   return cancel_hashes[cancels] and redis.call('HEXISTS', cancels, id) == 1
 end
+-- Append a send to the inbound stream, as the v1 record the SDK writes; a
+-- cascade (a message handed down from a coarse slot) is marked, so that the
+-- source does not count it as accepted twice.
+local function inbound_send(id, topic, body, key, headers, due, attempt, cascade)
+  local record = {'v', '1', 'op', 'send', 'id', id, 'topic', topic, 'body', body,
+    'headers', headers, 'deliver_at_ms', due, 'attempt', attempt}
+  if key ~= '' then
+    record[#record + 1] = 'key'
+    record[#record + 1] = key
+  end
+  if cascade then
+    record[#record + 1] = 'cascade'
+    record[#record + 1] = '1'
+  end
+  redis.call('XADD', inbound_key, '*', unpack(record))
+end
+-- Schedule a reschedule's new message: into the outbox if due within the
+-- scheduler's horizon, or else onto the inbound stream, as the near path does.
+local placed_in_outbox = false
+local function place(id, topic, body, key, headers, due, attempt)
+  local horizon_ms = tonumber(redis.call('HGET', config_key, 'horizon_ms') or ${HORIZON_MS})
+  if tonumber(due) - now_ms > horizon_ms then
+    inbound_send(id, topic, body, key, headers, due, attempt, false)
+    return
+  end
+  local minute = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
+  if outbox_put(box, now_ms, id, topic, body, key, headers, due, attempt,
+      '${JOURNAL_PREFIX}' .. minute, '${CANCELS_PREFIX}' .. minute) then
+    counts.accepted = counts.accepted + 1
+    pending_add(due, topic, 1)
+    placed_in_outbox = true
+  end
+end
 -- Drop a message that a cancel named; a copy dropped already is a duplicate.
-local function drop(topic, id, due, journal, cancels)
-  if journal_put(journal, id, 'cancelled') == 1 then
-    counts.dropped = counts.dropped + 1
-    pending_drop(due, topic, id, cancels)
-  else
+-- A reschedule's request ("<ms>:<new id>:<new due ms>") sends the message
+-- again, as the new id: only here, where it is dropped, is its body at hand.
+local function drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+  local _, new_id, new_due = string.match(redis.call('HGET', cancels, id) or '',
+    '^([^:]*):([^:]+):(%d+)$')
+  local mark = new_id and ('rescheduled:' .. new_id) or 'cancelled'
+  if journal_put(journal, id, mark) ~= 1 then
     counts.duplicates = counts.duplicates + 1
     pending_add(due, topic, -1)
+    return
   end
+  counts.dropped = counts.dropped + 1
+  pending_drop(due, topic, id, cancels)
+  if new_id then place(new_id, topic, body, key, headers, new_due, attempt) end
 end
 -- Deliver a due message, or drop it if a cancel was requested for it meanwhile
 -- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
 -- after its slot fired still wins, as long as the message has not gone out.
 local function deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
   if cancel_requested(cancels, id) then
-    drop(topic, id, due, journal, cancels)
+    drop(topic, id, body, key, headers, due, attempt, journal, cancels)
   else
     deliver(topic, id, body, key, headers, due, attempt, journal)
   end

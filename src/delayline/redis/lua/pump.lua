@@ -2,15 +2,22 @@
 --
 -- A message whose id the SDK recorded a cancel for meanwhile is dropped instead;
 -- one whose topic key is not a stream becomes a reject.
--- KEYS: outbox, outbox data, stats, lateness, rejects. ARGV: max messages, journal ttl s.
+-- A reschedule's message is dropped and sent again under its new id.
+-- KEYS: outbox, outbox data, stats, lateness, rejects, outbox bell, inbound, config.
+-- ARGV: max messages, journal ttl s.
 -- Returns {moved, now_ms, next due ms or -1}.
 
 local journal_ttl = tonumber(ARGV[2])
 local rejects_key = KEYS[5]
+local box, inbound_key, config_key = {KEYS[1], KEYS[2], KEYS[6]}, KEYS[7], KEYS[8]
 --! include delivery.lua
 local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
 for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end
-if #due_ids > 0 then
+if placed_in_outbox then
+  -- A reschedule put its new message among them: remove the due ids one by one.
+  redis.call('ZREM', KEYS[1], unpack(due_ids))
+  redis.call('HDEL', KEYS[2], unpack(due_ids))
+elseif #due_ids > 0 then
   -- The due ids are the outbox's lowest ranks: removing the range is cheaper
   -- than looking each one up again.
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #due_ids - 1)

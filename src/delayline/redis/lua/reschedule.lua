@@ -1,0 +1,37 @@
+-- Reschedule a message: it is never delivered, and a copy of it is, once, as a
+-- new id at a new time. If it waits in the outbox, that happens here. If not,
+-- it is in the scheduler's state (or on its way there): the request recorded
+-- here and the reschedule record appended to the inbound stream make the
+-- scheduler withdraw it, and whoever drops it then sends the copy (see drop()
+-- in delivery.lua). Until then it leaves the forecast, as for a cancel.
+-- KEYS: outbox, outbox data, outbox bell, inbound, stats, lateness, rejects, config.
+-- ARGV: retention past the due minute ms, journal ttl s, id, its deliver_at_ms,
+-- new id, its deliver_at_ms, then the reschedule record: n, and n fields and values.
+-- Returns {'rescheduled', ''}; {'settled', journal value} if the message was
+-- delivered, cancelled or rescheduled already; {'requested', request} if a
+-- cancel or reschedule was requested for it already.
+
+local journal_ttl = tonumber(ARGV[2])
+local rejects_key = KEYS[7]
+local box, inbound_key, config_key = {KEYS[1], KEYS[2], KEYS[3]}, KEYS[4], KEYS[8]
+--! include delivery.lua
+local id, due, new_id, new_due = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local minute = math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS})
+local suffix = string.format('%d', minute)
+local settled = redis.call('HGET', '${JOURNAL_PREFIX}' .. suffix, id)
+if settled then return {'settled', settled} end
+local requests = '${CANCELS_PREFIX}' .. suffix
+local requested = redis.call('HGET', requests, id)
+if requested then return {'requested', requested} end
+redis.call('HSET', requests, id, now .. ':' .. new_id .. ':' .. new_due)
+redis.call('PEXPIREAT', requests, (minute + 1) * ${JOURNAL_BUCKET_MS} + tonumber(ARGV[1]))
+if deliver_waiting(box[2], id) then
+  redis.call('ZREM', box[1], id)
+  redis.call('HDEL', box[2], id)
+else
+  redis.call('HSET', requests, '~' .. id, '')
+  pending_change(due, '', 0, 1, -1)
+  redis.call('XADD', inbound_key, '*', unpack(ARGV, 8, 7 + 2 * tonumber(ARGV[7])))
+end
+flush_counts(KEYS[5], KEYS[6])
+return {'rescheduled', ''}
