@@ -11,6 +11,7 @@ python -m bench chaos                 # kills and a Redis outage, 1M pending (~7
 python -m bench aof --pending 1000000 # AOF size and restart load time (~2 min)
 python -m bench pump                  # pump throughput, Redis time per message and part (~1.5 min)
 python -m bench floor                 # PSS of the query's process model doing nothing (~1 min)
+python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 
 ``run`` prints its plan with an estimate of each step's wall time before it
 starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own
@@ -207,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     aof.add_argument("--port", type=int, default=16399)
     aof.add_argument("--out", type=Path, default=RESULTS / "aof.json")
 
+    forecast = commands.add_parser("forecast", help="the forecast's time and memory by pending")
+    forecast.add_argument("--pending", default="10000,100000,1000000", help="comma-separated")
+    forecast.add_argument("--days", type=int, default=30, help="the messages' spread")
+    forecast.add_argument("--port", type=int, default=16397)
+    forecast.add_argument("--out", type=Path, default=RESULTS / "forecast.json")
+
     report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
     report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
     report_cmd.add_argument("--docs", type=Path, default=DOCS)
@@ -231,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench import floor  # starts Spark
 
         return _report(args.out, floor.main(args.duration))
+    if args.command == "forecast":
+        from bench import forecast as forecast_run
+
+        sizes = [int(size) for size in args.pending.split(",")]
+        return _report(args.out, forecast_run.main(sizes, args.days, args.port))
     if args.command == "aof":
         from bench import aof as aof_run
 

@@ -34,7 +34,7 @@ from bench.systems.zset import MOVE_DUE
 from delayline import Client
 from delayline.redis import keys, scripts
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.redis.store import DeliveryStore
+from delayline.redis.store import PUMP_KEYS, DeliveryStore
 from delayline.scheduler.pump import PUMP_BATCH
 from delayline.timing import now_ms
 
@@ -114,7 +114,7 @@ def _pump(url: str, messages: int, script: str | None = None) -> dict[str, float
         time.sleep(0.05)
     store = DeliveryStore.from_url(url)
     variant = raw.register_script(script) if script is not None else None
-    pump_keys = [keys.OUTBOX, keys.OUTBOX_DATA, keys.STATS, keys.LATENESS, keys.REJECTS]
+    pump_keys = PUMP_KEYS
     cpu_s = redis_cpu_s(raw)
     calls, started = 0, time.perf_counter()
     while (

@@ -19,8 +19,9 @@ from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
 from delayline.model import Message
-from delayline.plans import Plan, consuming
-from delayline.plans.observing import Metrics
+from delayline.plans import Plan, consuming, observing
+from delayline.plans.observing import Metrics, StreamEntry
+from delayline.redis import keys
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, AsyncRedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
@@ -112,6 +113,14 @@ class AsyncClient(ClientBase):
     ) -> Forecast:
         """See :meth:`delayline.Client.pending`."""
         return await self._run(self._pending_plan(by, topic, start, end, hot_over))
+
+    async def rejects(self, count: int = 20) -> list[StreamEntry]:
+        """See :meth:`delayline.Client.rejects`."""
+        return await self._run(observing.recent(keys.REJECTS, count))
+
+    async def dead_letters(self, count: int = 20) -> list[StreamEntry]:
+        """See :meth:`delayline.Client.dead_letters`."""
+        return await self._run(observing.dead_letters(count))
 
     async def consume(
         self,

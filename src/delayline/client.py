@@ -21,6 +21,7 @@ from delayline.errors import ValidationError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast, check_granularity
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
+from delayline.redis import keys
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
@@ -268,6 +269,18 @@ class Client(ClientBase):
         ValidationError for an unknown ``by``, a naive datetime, or an empty window.
         """
         return self._run(self._pending_plan(by, topic, start, end, hot_over))
+
+    def rejects(self, count: int = 20) -> list[observing.StreamEntry]:
+        """The newest ``count`` records the scheduler refused, newest first, each with
+        its ``reason`` (from ``delayline:rejects``)."""
+        return self._run(observing.recent(keys.REJECTS, count))
+
+    def dead_letters(self, count: int = 20) -> list[observing.StreamEntry]:
+        """The newest ``count`` dead letters across every ``<topic>.DLQ``, newest first.
+
+        It walks the key space to find those streams (SCAN): an operator's call.
+        """
+        return self._run(observing.dead_letters(count))
 
     def consume(
         self,

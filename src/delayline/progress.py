@@ -1,6 +1,11 @@
-"""The one-line progress summary ``delayline run`` prints, from the counters in Redis."""
+"""Progress for people: the one-line summary ``delayline run`` prints from the counters
+in Redis, and the bar of commands that take a while."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TextIO
 
 from delayline.metrics import diff_histogram, percentile_ms
 from delayline.plans.observing import Metrics
@@ -26,3 +31,53 @@ def format_bound(value_ms: float | None) -> str:
     if value_ms == float("inf"):
         return ">60 s"
     return f"<={value_ms:.0f} ms"
+
+
+#: Width of a progress bar's bar (characters).
+BAR_WIDTH = 30
+
+
+class ProgressBar:
+    """A one-line progress bar, redrawn in place on ``stream`` (a terminal), at most
+    every ``interval_s``: ``label  [#####     ]  done / total  rate/s``."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int | None,
+        stream: TextIO,
+        *,
+        interval_s: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._label = label
+        self._total = total
+        self._stream = stream
+        self._interval_s = interval_s
+        self._clock = clock
+        self._started = self._drawn = clock()
+        self._done = 0
+
+    def update(self, done: int) -> None:
+        """Record that ``done`` items are done; redraw if it is time."""
+        self._done = done
+        if self._clock() - self._drawn >= self._interval_s:
+            self._draw()
+
+    def close(self) -> None:
+        """Draw the final state, and end the line."""
+        self._draw()
+        self._stream.write("\n")
+        self._stream.flush()
+
+    def _draw(self) -> None:
+        now = self._clock()
+        self._drawn = now
+        rate = self._done / max(now - self._started, 1e-9)
+        if self._total:
+            filled = round(BAR_WIDTH * self._done / self._total)
+            bar = f"[{'#' * filled}{' ' * (BAR_WIDTH - filled)}]  {self._done:,} / {self._total:,}"
+        else:
+            bar = f"{self._done:,}"
+        self._stream.write(f"\r{self._label}  {bar}  {rate:,.0f}/s")
+        self._stream.flush()

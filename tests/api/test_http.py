@@ -372,3 +372,54 @@ def test_patch_reschedules_a_pending_message(redis_url: str, raw_redis: redis.Re
         assert error_of(stray)[0] == 422
 
     call(redis_url, scenario)
+
+
+def test_the_dashboard_takes_the_token_once_and_reads_with_a_cookie(redis_url: str) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        assert (await http.get("/ui")).status_code == 401
+        assert (await http.get("/ui", params={"token": "nope"})).status_code == 401
+        login = await http.get("/ui", params={"token": "s3cret"})
+        assert (login.status_code, login.headers["location"]) == (303, "/ui")
+        cookie = login.headers["set-cookie"]
+        assert "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie
+        page = await http.get("/ui")  # httpx keeps the cookie, as a browser does
+        assert page.status_code == 200
+        assert '<svg id="timeline"' in page.text
+        assert (await http.get("/v1/stats")).status_code == 200
+        # The cookie reads; it never writes: another site could make a browser send it.
+        refused = await http.post("/v1/messages", json={"topic": "t", "body": "x"})
+        assert refused.status_code == 401
+        http.cookies.clear()
+        assert (await http.get("/v1/stats")).status_code == 401
+
+    call(redis_url, scenario, api_token="s3cret")
+
+
+def test_stats_rejects_and_dead_letters_for_the_dashboard(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    async def scenario(http: httpx.AsyncClient) -> None:
+        shipped = new_message_id(now_ms() - 5)
+        sink(redis_url, delivered(shipped, topic="orders"))
+        reason = b"unknown op 'nope'"
+        sink(redis_url, Reject([(b"op", b"nope"), (b"body", b"b" * 500), (b"reason", reason)], ""))
+        for n, topic in enumerate(("a", "b", "a")):
+            entry_id = f"{now_ms() + n}-0"  # one ms apart: newest first is well defined
+            raw_redis.xadd(f"{topic}.DLQ", {"id": f"m{n}", "reason": f"r{n}"}, id=entry_id)
+        raw_redis.set("x.DLQ", "not a stream")  # ignored: only streams are read
+        stats = (await http.get("/v1/stats")).json()
+        assert (stats["delivered"], stats["pending"], stats["outbox"]) == (1, -1, 0)
+        assert sum(stats["lateness"].values()) == 1
+        assert stats["lateness_p99_ms"] is not None
+        [reject] = (await http.get("/v1/rejects")).json()
+        assert reject["fields"]["reason"] == "unknown op 'nope'"
+        assert len(reject["fields"]["body"]) == 200  # cut for display
+        letters = (await http.get("/v1/dead-letters", params={"count": 2})).json()
+        assert [(e["stream"], e["fields"]["id"]) for e in letters] == [
+            ("a.DLQ", "m2"),
+            ("b.DLQ", "m1"),
+        ]
+        assert error_of(await http.get("/v1/rejects", params={"count": 0}))[0] == 422
+
+    call(redis_url, scenario)

@@ -283,3 +283,47 @@ def test_reschedule_prints_the_new_id(redis_url: str, raw_redis: redis.Redis) ->
     assert again.exit_code == 1
     assert again.output.strip() == f"error: cannot reschedule message {old}: it is rescheduled"
     assert invoke(redis_url, "reschedule", new, "--delay", "soon").exit_code == 2
+
+
+def test_send_many_checks_every_line_then_sends_them_with_a_progress_bar(
+    redis_url: str, raw_redis: redis.Redis, tmp_path: Path
+) -> None:
+    lines = [
+        '{"topic": "orders", "body": "a", "delay": "30m", "key": "42"}',
+        "",
+        '{"topic": "orders", "body_b64": "AAE=", "deliver_at": "2026-12-10T10:00:00Z"}',
+        '{"topic": "reminders", "body": "c", "level": 3, "headers": {"h": "v"}}',
+    ]
+    source = tmp_path / "messages.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    result = invoke(redis_url, "send-many", str(source), "--progress")
+    assert result.exit_code == 0, result.output
+    sent = result.stdout.split()
+    assert len(sent) == 3
+    assert "[" + "#" * 30 + "]  3 / 3" in result.stderr
+    records = [fields for _, fields in raw_redis.xrange(keys.INBOUND)]
+    assert [r[b"id"].decode() for r in records] == sent[:2]  # the third is near: the outbox
+    assert records[1][b"body"] == b"\x00\x01"
+    assert deliver_at_ms_of(sent[1]) == 1_796_896_800_000
+    assert raw_redis.zscore(keys.OUTBOX, sent[2]) is not None
+    piped = invoke(redis_url, "send-many", "-", input=lines[0].encode())
+    assert (piped.exit_code, len(piped.stdout.split())) == (0, 1)
+    assert piped.stderr == ""  # no bar unless asked, or on a terminal
+
+
+def test_send_many_sends_nothing_if_any_line_is_bad(
+    redis_url: str, raw_redis: redis.Redis, tmp_path: Path
+) -> None:
+    for bad, why in (
+        ('{"topic": "bad topic", "body": "b"}', "line 2: topic"),
+        ('{"topic": "t", "body": "b", "delay": "soon"}', "line 2: not a duration"),
+        ('{"topic": "t", "body": "b", "when": 1}', "line 2: unknown key 'when'"),
+        ("[1, 2]", "line 2: each line must be a JSON object"),
+        ("{", "line 2: not JSON"),
+    ):
+        source = tmp_path / "messages.jsonl"
+        source.write_text('{"topic": "t", "body": "a"}\n' + bad + "\n")
+        result = invoke(redis_url, "send-many", str(source))
+        assert result.exit_code == 2, result.output
+        assert why in result.stderr
+        assert raw_redis.exists(keys.INBOUND, keys.OUTBOX) == 0

@@ -8,6 +8,9 @@ Routes (OpenAPI at ``/openapi.json``):
 - ``DELETE /v1/messages/{id}``: cancel (404 unknown, 409 already delivered or rejected).
 - ``PATCH /v1/messages/{id}``: reschedule (404 unknown, 409 no longer pending).
 - ``GET /v1/pending``: the forecast, pending messages per time bucket and topic.
+- ``GET /v1/stats``: counters, lateness, the scheduler's last batch (``delayline stats``).
+- ``GET /v1/rejects``, ``GET /v1/dead-letters``: the newest refused records and dead letters.
+- ``GET /ui``: the dashboard (``/ui?token=...`` once, when a token is required).
 - ``GET /healthz``: Redis and scheduler liveness (503 if either is down).
 - ``GET /metrics``: Prometheus text.
 
@@ -18,21 +21,29 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from pydantic import ValidationError as PydanticValidationError
 
 from delayline import ids, timing
 from delayline.__about__ import __version__
-from delayline.api.middleware import BearerTokenAuth, RequestSizeLimit
+from delayline.api.middleware import TOKEN_COOKIE, BearerTokenAuth, RequestSizeLimit
 from delayline.api.schemas import (
     BatchIn,
     BatchItemOut,
     BatchOut,
     CancelledOut,
+    EntryOut,
     ErrorDetail,
     ErrorOut,
     ForecastOut,
@@ -58,6 +69,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut} for status in (401, 404, 409, 413, 422, 503)
 }
 
+
+#: The dashboard's page: HTML, CSS and JavaScript in one file, no build step.
+DASHBOARD_HTML = (resources.files("delayline.api") / "dashboard.html").read_text(encoding="utf-8")
 
 #: How long a request waits for a Redis that is loading or unreachable before 503 (ms).
 API_PATIENCE_MS = 1_000
@@ -195,6 +209,33 @@ def create_app(
             deliver_at=timing.format_time(deliver_at_ms),
             deliver_at_ms=deliver_at_ms,
         )
+
+    @app.get("/v1/stats")
+    async def stats() -> dict[str, Any]:
+        """Counters, pending, outbox, lateness percentiles and histogram, the last batch's
+        age and duration, and the horizon: ``delayline stats --json``."""
+        return (await client.metrics()).to_json()
+
+    @app.get("/v1/rejects", response_model=list[EntryOut])
+    async def rejects(count: int = Query(20, ge=1, le=1_000)) -> list[EntryOut]:
+        """The newest refused records, newest first, each with its ``reason``."""
+        return [EntryOut.of(entry) for entry in await client.rejects(count)]
+
+    @app.get("/v1/dead-letters", response_model=list[EntryOut])
+    async def dead_letters(count: int = Query(20, ge=1, le=1_000)) -> list[EntryOut]:
+        """The newest dead letters across every ``<topic>.DLQ``, newest first (a key-space
+        scan: an operator's view)."""
+        return [EntryOut.of(entry) for entry in await client.dead_letters(count)]
+
+    @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
+    async def dashboard(token: str | None = None) -> Response:
+        """The dashboard: one page, plain HTML and JavaScript, reading the routes above."""
+        if token is not None:
+            # The middleware checked it: keep it in a cookie, and out of the address bar.
+            moved = RedirectResponse("/ui", status_code=303)
+            moved.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            return moved
+        return HTMLResponse(DASHBOARD_HTML)
 
     @app.get("/healthz", response_model=HealthOut, responses={503: {"model": HealthOut}})
     async def health() -> JSONResponse:

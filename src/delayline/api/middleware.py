@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import hmac
 import json
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: Routes reachable without the token: health checks come from load balancers.
 OPEN_PATHS = frozenset({"/healthz"})
+#: The cookie that carries the token for the dashboard's own reads (GET only).
+TOKEN_COOKIE = "delayline_token"
+#: The one route that takes the token in its query, to set that cookie.
+LOGIN_PATH = "/ui"
 
 
 async def _error(
@@ -34,24 +40,46 @@ async def _error(
 
 
 class BearerTokenAuth:
-    """Require ``Authorization: Bearer <token>`` on every route outside OPEN_PATHS."""
+    """Require ``Authorization: Bearer <token>`` on every route outside OPEN_PATHS.
+
+    A browser cannot send that header when it opens a page: the dashboard takes
+    the token once as ``/ui?token=...``, keeps it in an HttpOnly, SameSite=Strict
+    cookie, and the cookie is accepted for GET requests only, so that another
+    site cannot make a browser write with it.
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._token = token.encode()
+        self._expected = b"Bearer " + self._token
+
+    def _allowed(self, scope: Scope) -> bool:
+        headers = dict(scope["headers"])
+        if hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
+            return True
+        if scope["method"] != "GET":
+            return False
+        if scope["path"] == LOGIN_PATH:
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            if "token" in query:
+                return hmac.compare_digest(query["token"][0].encode(), self._token)
+        try:
+            cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
+        except CookieError:
+            return False
+        morsel = cookie.get(TOKEN_COOKIE)
+        return morsel is not None and hmac.compare_digest(morsel.value.encode(), self._token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                await _error(
-                    send,
-                    401,
-                    "auth",
-                    "a valid bearer token is required",
-                    [(b"www-authenticate", b"Bearer")],
-                )
-                return
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS and not self._allowed(scope):
+            await _error(
+                send,
+                401,
+                "auth",
+                "a valid bearer token is required",
+                [(b"www-authenticate", b"Bearer")],
+            )
+            return
         await self.app(scope, receive, send)
 
 

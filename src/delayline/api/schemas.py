@@ -13,6 +13,7 @@ from delayline import timing
 from delayline.errors import ValidationError
 from delayline.forecast import Forecast, Granularity
 from delayline.model import Message
+from delayline.plans.observing import StreamEntry
 from delayline.status import MessageStatus, State
 from delayline.validation import Limits
 
@@ -252,3 +253,22 @@ class ForecastOut(BaseModel):
     @classmethod
     def of(cls, forecast: Forecast) -> ForecastOut:
         return cls.model_validate(forecast.to_json())
+
+
+class EntryOut(BaseModel):
+    """A stream entry: a reject or a dead letter, its fields as text (each cut to 200
+    characters), ``at`` when Redis added it."""
+
+    stream: str
+    entry_id: str
+    at: str
+    fields: dict[str, str]
+
+    @classmethod
+    def of(cls, entry: StreamEntry) -> EntryOut:
+        return cls(
+            stream=entry.stream,
+            entry_id=entry.entry_id,
+            at=timing.format_time(entry.at_ms),
+            fields=entry.fields,
+        )

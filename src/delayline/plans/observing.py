@@ -14,7 +14,7 @@ from delayline.forecast import (
     hot_candidates,
     minute_window,
 )
-from delayline.metrics import COUNTERS, render_prometheus
+from delayline.metrics import COUNTERS, SUM_FIELD, percentile_ms, render_prometheus
 from delayline.plans import Command, Plan, as_text
 from delayline.redis import keys
 
@@ -30,6 +30,9 @@ class Metrics:
     read_at_ms: int
     #: Messages in the outbox: due within the horizon, waiting for the pump.
     outbox: int = 0
+    #: How far ahead the running scheduler puts messages in the outbox (ms); None
+    #: before one published it.
+    horizon_ms: int | None = None
 
     @property
     def counters(self) -> dict[str, int]:
@@ -51,6 +54,24 @@ class Metrics:
         updated = self.heartbeat.get("updated_at_ms")
         return None if updated is None else self.read_at_ms - int(updated)
 
+    def to_json(self) -> dict[str, object]:
+        """The JSON form of ``delayline stats --json`` and ``GET /v1/stats``: the counters,
+        ``pending``, ``outbox``, lateness percentiles and histogram (upper bound in ms
+        -> count), and the scheduler's last batch."""
+        last_batch = self.heartbeat.get("last_batch_ms")
+        return {
+            **self.counters,
+            "pending": self.pending,
+            "outbox": self.outbox,
+            "lateness_p50_ms": percentile_ms(self.lateness, 0.5),
+            "lateness_p99_ms": percentile_ms(self.lateness, 0.99),
+            "lateness": {b: n for b, n in self.lateness.items() if b != SUM_FIELD},
+            "last_batch_age_ms": self.last_batch_age_ms,
+            "last_batch_ms": None if last_batch is None else int(last_batch),
+            "horizon_ms": self.horizon_ms,
+            "read_at_ms": self.read_at_ms,
+        }
+
     def prometheus(self) -> str:
         """These metrics in the Prometheus text format."""
         return render_prometheus(
@@ -63,19 +84,22 @@ def metrics(*, now_ms: int) -> Plan[Metrics]:
     sources = (keys.STATS, keys.LATENESS, keys.BATCH_DURATION, keys.HEARTBEAT)
     commands: list[Command] = [("HGETALL", key) for key in sources]
     commands.append(("ZCARD", keys.OUTBOX))
+    commands.append(("HGET", keys.CONFIG, "horizon_ms"))
 
     def parse(replies: list[Any]) -> Metrics:
         stats, lateness, batches, heartbeat = (
             {as_text(name): as_text(value) for name, value in reply.items()}
-            for reply in replies[:-1]
+            for reply in replies[:4]
         )
+        horizon = replies[5]
         return Metrics(
             stats={name: int(value) for name, value in stats.items()},
             lateness={name: int(value) for name, value in lateness.items()},
             batch_duration={name: int(value) for name, value in batches.items()},
             heartbeat=heartbeat,
             read_at_ms=now_ms,
-            outbox=int(replies[-1]),
+            outbox=int(replies[4]),
+            horizon_ms=None if horizon is None else int(horizon),
         )
 
     return Plan(commands, parse, "read metrics")
@@ -139,3 +163,79 @@ def forecast(
         return Plan(commands, built, "read the forecast's hot instants")
 
     return Plan(commands, read_minutes, "read the forecast")
+
+
+#: The most characters of a field's value that a listed stream entry keeps.
+MAX_SHOWN_CHARS = 200
+
+
+@dataclass(frozen=True)
+class StreamEntry:
+    """An entry of ``stream``, its fields as text (each cut to MAX_SHOWN_CHARS)."""
+
+    stream: str
+    entry_id: str
+    fields: dict[str, str]
+
+    @property
+    def at_ms(self) -> int:
+        """When Redis added the entry (epoch ms)."""
+        return int(self.entry_id.split("-")[0])
+
+
+def _entries(stream: str, reply: list[Any]) -> list[StreamEntry]:
+    def shown(value: bytes | str) -> str:
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
+
+    return [
+        StreamEntry(stream, as_text(entry_id), {shown(k): shown(v) for k, v in fields.items()})
+        for entry_id, fields in reply
+    ]
+
+
+def recent(stream: str, count: int) -> Plan[list[StreamEntry]]:
+    """The newest ``count`` entries of ``stream``, newest first."""
+    return Plan(
+        [("XREVRANGE", stream, "+", "-", "COUNT", count)],
+        lambda replies: _entries(stream, replies[0]),
+        f"read {stream}",
+    )
+
+
+#: Keys a dead-letter scan asks Redis for per round trip.
+SCAN_BATCH = 1_000
+
+
+def dead_letters(count: int) -> Plan[list[StreamEntry]]:
+    """The newest ``count`` dead letters across every ``<topic>.DLQ`` stream, newest first.
+
+    It finds the streams with SCAN: a walk over the whole key space, in
+    round trips of SCAN_BATCH keys (an operator's view, not a hot path).
+    """
+    found: list[str] = []
+
+    def scanned(replies: list[Any]) -> Plan[list[StreamEntry]]:
+        cursor, names = replies[0]
+        found.extend(as_text(name) for name in names)
+        if int(cursor) != 0:
+            return scan(cursor)
+        streams = sorted(set(found))
+        return Plan(
+            [("XREVRANGE", stream, "+", "-", "COUNT", count) for stream in streams],
+            lambda entries: newest(streams, entries),
+            "read the dead letters",
+        )
+
+    def scan(cursor: Any) -> Plan[list[StreamEntry]]:
+        command = ("SCAN", cursor, "MATCH", "*.DLQ", "COUNT", SCAN_BATCH, "TYPE", "stream")
+        return Plan([command], scanned, "find the dead-letter streams")
+
+    def newest(streams: list[str], replies: list[Any]) -> list[StreamEntry]:
+        merged = [
+            e for stream, r in zip(streams, replies, strict=True) for e in _entries(stream, r)
+        ]
+        merged.sort(key=lambda entry: tuple(map(int, entry.entry_id.split("-"))), reverse=True)
+        return merged[:count]
+
+    return scan(0)

@@ -21,6 +21,18 @@ from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, SinkRow
 from delayline.timing import now_ms
 
+#: The keys of the pump's script (lua/pump.lua), in its order.
+PUMP_KEYS = [
+    keys.OUTBOX,
+    keys.OUTBOX_DATA,
+    keys.STATS,
+    keys.LATENESS,
+    keys.REJECTS,
+    keys.OUTBOX_BELL,
+    keys.INBOUND,
+    keys.CONFIG,
+]
+
 #: The letter of each message row in a chunk (see lua/write_chunk.lua).
 ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
 
@@ -142,16 +154,7 @@ class DeliveryStore(RedisConnection):
         moved, now_ms, next_due = self._call(
             "deliver from the outbox",
             lambda: self._pump(
-                keys=[
-                    keys.OUTBOX,
-                    keys.OUTBOX_DATA,
-                    keys.STATS,
-                    keys.LATENESS,
-                    keys.REJECTS,
-                    keys.OUTBOX_BELL,
-                    keys.INBOUND,
-                    keys.CONFIG,
-                ],
+                keys=PUMP_KEYS,
                 args=[max_messages, journal_ttl_s],
             ),
         )

@@ -1,0 +1,150 @@
+"""The dashboard in a real headless browser (Debian's chromium, driven by Selenium),
+against ``delayline api`` and a running scheduler.
+
+The browser and its driver are system packages (``.ci/run`` installs them); a
+machine without them fails here rather than skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service as DriverService
+from selenium.webdriver.common.by import By
+
+from delayline import Client
+from delayline.redis import keys
+from delayline.timing import format_time, now_ms
+from tests.e2e.harness import Service, wait_for
+from tests.support import free_port
+
+pytestmark = pytest.mark.spark
+
+TOKEN = "dashboard-test-token"
+#: The browser and its driver, from Debian's chromium and chromium-driver packages.
+CHROMIUM = os.environ.get("DELAYLINE_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("DELAYLINE_CHROMEDRIVER", "/usr/bin/chromedriver")
+#: Set to a path to keep the screenshot there too (docs/img/dashboard.png is made so).
+SCREENSHOT = os.environ.get("DELAYLINE_DASHBOARD_SCREENSHOT")
+
+
+#: The plot as data: its total, each bar's count by bucket start, the hot instants.
+PLOT_JS = """
+const svg = document.getElementById("timeline");
+const bars = {};
+for (const bar of svg.querySelectorAll("rect.bar")) bars[bar.dataset.start] = +bar.dataset.count;
+const hot = [...svg.querySelectorAll("path.hot")].map((mark) => mark.dataset.at);
+return {total: +svg.dataset.total, bars, hot};
+"""
+
+
+@pytest.fixture
+def api_url(default_service: Service) -> Iterator[str]:
+    port = free_port()
+    args = ["--redis-url", default_service.url, "--port", str(port), "--api-token", TOKEN]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "delayline", "api", *args], start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def serving() -> bool:
+            assert process.poll() is None, "delayline api exited"
+            try:
+                return httpx.get(f"{url}/healthz", timeout=1).status_code in (200, 503)
+            except httpx.TransportError:
+                return False
+
+        wait_for(serving, 30, "the API to serve")
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture
+def browser() -> Iterator[webdriver.Chrome]:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        assert shutil.which(path), f"{path} is missing: apt-get install chromium chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1120,1000")
+    driver = webdriver.Chrome(options=options, service=DriverService(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_dashboard_plots_what_is_pending_and_shows_the_rejects(
+    default_service: Service, api_url: str, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    topic = f"dash.{uuid.uuid4().hex[:8]}"
+    # A thundering herd 20 minutes ahead, and a trickle over the hour.
+    herd_ms = (now_ms() + 20 * 60_000) // 1000 * 1000
+    with Client(default_service.url) as client:
+        client.send_many(
+            [{"topic": topic, "body": b"herd", "deliver_at": herd_ms}] * 1_200
+            + [
+                {"topic": topic, "body": b"trickle", "delay": timedelta(minutes=5 + n)}
+                for n in range(30)
+            ]
+        )
+        default_service.raw.xadd(keys.INBOUND, {"v": "1", "op": "unheard-of", "id": "x"})
+        wait_for(
+            lambda: client.pending(topic=topic).total == 1_230,
+            60,
+            "the scheduler to count the sends",
+            [default_service.scheduler],
+        )
+
+    browser.get(f"{api_url}/ui?token={TOKEN}")
+
+    def plot() -> Any:
+        """What the plot shows, read in one go (it is redrawn every few seconds)."""
+        return browser.execute_script(PLOT_JS)
+
+    wait_for(lambda: plot()["total"] >= 1_230, 30, "the plot to show the pending messages")
+    shown = plot()
+    bars: dict[str, int] = shown["bars"]
+    assert sum(bars.values()) == shown["total"]
+    assert bars[format_time(herd_ms // 60_000 * 60_000)] >= 1_200
+    assert format_time(herd_ms) in shown["hot"]
+
+    def rejected() -> bool:
+        return "unknown op" in browser.find_element(By.ID, "rejects").text
+
+    wait_for(rejected, 30, "the reject to be listed")
+
+    def live() -> bool:
+        return all(
+            browser.find_element(By.CSS_SELECTOR, f"#{card} b").text not in ("-", "")
+            for card in ("rate", "horizon", "last-batch")
+        )
+
+    wait_for(live, 30, "the live figures")
+    browser.find_element(By.CSS_SELECTOR, "button[data-range=day]").click()
+    herd_hour = format_time(herd_ms // 3_600_000 * 3_600_000)
+    wait_for(lambda: herd_hour in plot()["bars"], 30, "the day view")
+    browser.find_element(By.CSS_SELECTOR, "button[data-range=hour]").click()
+    wait_for(lambda: herd_hour not in plot()["bars"], 30, "the hour view again")
+    screenshot = tmp_path / "dashboard.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.stat().st_size > 10_000
+    if SCREENSHOT:
+        shutil.copyfile(screenshot, SCREENSHOT)
+    assert not browser.find_element(By.ID, "error").text
