@@ -62,10 +62,10 @@ class ChaosPlan:
     tick_s: float = 0.1
     max_delay_ms: int = 20_000
     burst: int = 2_000
-    kills: int = 3
+    kills: int = 2
     outage_s: float = 10.0
     #: Seconds of traffic between two disruptions, drawn uniformly.
-    calm_s: tuple[float, float] = (4.0, 10.0)
+    calm_s: tuple[float, float] = (3.0, 8.0)
     #: Messages due in an hour, sent before the first kill, to make the AOF and the state big.
     pending: int = 0
     #: Stop sending after this many messages (None: until the last disruption is over).

@@ -13,16 +13,30 @@ from delayline.redis.embedded import EmbeddedRedis
 from tests.e2e.harness import SchedulerProcess, Service
 from tests.support import free_port
 
+#: The shared service's horizon (``--lead-ms``): a send due sooner takes the near path
+#: into the outbox, a later one goes through Spark's wheel, so that one service has
+#: both paths a few seconds apart.
+SHORT_HORIZON_MS = 1_000
+
 
 @pytest.fixture(scope="session")
 def default_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """Shared by the session: each test uses topics of its own, and reads counters as
-    differences. Its own Redis, since the per-test fixtures flush theirs."""
+    differences. Its own Redis, since the per-test fixtures flush theirs. Its
+    settings are the defaults but for a 1 s horizon (SHORT_HORIZON_MS)."""
     data_dir = tmp_path_factory.mktemp("service-data")
     with (
         EmbeddedRedis(tmp_path_factory.mktemp("service-redis"), free_port()) as server,
         SchedulerProcess(
-            ["--redis-url", server.url, "--no-api", "--data-dir", str(data_dir)]
+            [
+                "--redis-url",
+                server.url,
+                "--no-api",
+                "--data-dir",
+                str(data_dir),
+                "--lead-ms",
+                str(SHORT_HORIZON_MS),
+            ]
         ) as scheduler,
         closing(redis.Redis.from_url(server.url)) as raw,
     ):

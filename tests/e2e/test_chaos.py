@@ -1,4 +1,5 @@
-"""Chaos in CI: three SIGKILLs of the whole service and one Redis outage, under mixed load."""
+"""Chaos in CI: two SIGKILLs of the whole service and one Redis outage, under mixed load
+(``python -m bench chaos`` runs three, with 1M pending)."""
 
 from __future__ import annotations
 
@@ -20,5 +21,5 @@ def test_nothing_lost_doubled_or_early_through_kills_and_an_outage(tmp_path: Pat
     print(report)
     assert report.sent > 1_000, report
     assert report.cancelled > 10, report
-    assert len(report.restarts_s) == 4
+    assert len(report.restarts_s) == 3
     assert report.outage.seconds >= 10.0

@@ -1,8 +1,9 @@
-"""The SDK against a real Redis and a running scheduler (one per path).
+"""The SDK against a real Redis and the session's running scheduler (1 s horizon).
 
-Each test runs twice: with the default horizon, where the SDK's short delays
-take the near path straight into the outbox, and with a 1 s horizon, where
-the same sends go through the inbound stream and Spark's wheel.
+Most tests run twice: with a delay within the horizon, which takes the near
+path straight into the outbox, and with one beyond it, which goes through the
+inbound stream and Spark's wheel. The forecast and reschedule tests run once,
+through Spark (their near-path halves are in tests/integration).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -24,17 +24,15 @@ from delayline import AsyncClient, Client, RetryPolicy
 from delayline.cli import main
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.embedded import EmbeddedRedis
 from delayline.timing import from_epoch_ms, now_ms
 from tests.e2e.harness import SchedulerProcess, Service, wait_for
-from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 
 
-#: The Spark path's horizon (``--lead-ms``), and a delay beyond it.
-SHORT_HORIZON_MS = 1_000
-BEYOND_SHORT_HORIZON_MS = 2_500
+#: A delay within the shared service's 1 s horizon (the near path), and one beyond it.
+NEAR_DELAY_MS = 500
+SPARK_DELAY_MS = 2_500
 
 
 @dataclass
@@ -42,7 +40,7 @@ class Live:
     url: str
     scheduler: SchedulerProcess
     raw: redis.Redis
-    #: A short delay, which takes this scheduler's path: near, or through Spark.
+    #: A short delay, which takes this path: near, or through Spark.
     delay_ms: int
     near: bool
 
@@ -51,28 +49,23 @@ class Live:
 
 
 @pytest.fixture(scope="module", params=["near path", "spark path"])
-def live(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Live]:
-    if request.param == "near path":
-        # The default horizon: the session's shared service.
-        service: Service = request.getfixturevalue("default_service")
-        yield Live(service.url, service.scheduler, service.raw, 500, True)
-        return
-    # Its own Redis: the per-test fixtures flush theirs, and this one has a scheduler on it.
-    data_dir = tmp_path_factory.mktemp("live-data")
-    args = ["--no-api", "--data-dir", str(data_dir), "--lead-ms", str(SHORT_HORIZON_MS)]
-    with (
-        EmbeddedRedis(tmp_path_factory.mktemp("live-redis"), free_port()) as server,
-        SchedulerProcess(["--redis-url", server.url, *args]) as scheduler,
-        closing(redis.Redis.from_url(server.url)) as raw,
-    ):
-        yield Live(server.url, scheduler, raw, BEYOND_SHORT_HORIZON_MS, False)
+def live(request: pytest.FixtureRequest, default_service: Service) -> Live:
+    near = request.param == "near path"
+    service = default_service
+    delay_ms = NEAR_DELAY_MS if near else SPARK_DELAY_MS
+    return Live(service.url, service.scheduler, service.raw, delay_ms, near)
 
 
 @pytest.fixture
 def client(live: Live) -> Iterator[Client]:
     with Client(live.url) as sdk:
+        yield sdk
+
+
+@pytest.fixture
+def once(default_service: Service) -> Iterator[Client]:
+    """A client of the shared service, for the tests that run once."""
+    with Client(default_service.url) as sdk:
         yield sdk
 
 
@@ -142,72 +135,85 @@ def test_status_through_every_state(live: Live, client: Client) -> None:
     assert [f[b"id"].decode() for _, f in live.raw.xrange(topic)] == [delivered]
 
 
-def test_the_forecast_follows_sends_cancels_and_deliveries(live: Live, client: Client) -> None:
-    topic = live.topic()
-    # Three due in the same whole second, a few seconds ahead: near, or through Spark.
-    due_ms = (now_ms() + live.delay_ms + 4_000) // 1000 * 1000 + 1000
+def test_the_forecast_follows_sends_cancels_and_deliveries(
+    default_service: Service, once: Client
+) -> None:
+    topic = f"live.{uuid.uuid4().hex[:8]}"
+    # Three due in the same whole second, a few seconds ahead: through Spark.
+    due_ms = (now_ms() + SPARK_DELAY_MS + 4_000) // 1000 * 1000 + 1000
     at = from_epoch_ms(due_ms)
-    sent = [client.send(topic, str(n), deliver_at=at) for n in range(3)]
+    sent = [once.send(topic, str(n), deliver_at=at) for n in range(3)]
 
     def due_in_that_second() -> int:
-        hot = client.pending(start=at, end=at + timedelta(minutes=1), hot_over=0).hot
+        hot = once.pending(start=at, end=at + timedelta(minutes=1), hot_over=0).hot
         return next((instant.count for instant in hot if instant.at_ms == due_ms), 0)
 
     # The Spark path counts them when its source reads them: within a batch.
     wait_for(
-        lambda: client.pending(topic=topic).total == 3,
+        lambda: once.pending(topic=topic).total == 3,
         30,
         "the forecast to count the sends",
-        [live.scheduler],
+        [default_service.scheduler],
     )
-    forecast = client.pending(topic=topic)
+    forecast = once.pending(topic=topic)
     assert [(b.start_ms, b.count, b.topics) for b in forecast.buckets] == [
         (due_ms // 60_000 * 60_000, 3, {topic: 3})
     ]
     before = due_in_that_second()
     assert before >= 3  # other tests' messages may be due in that second too
-    assert client.cancel(sent[0])
+    assert once.cancel(sent[0])
     assert due_in_that_second() == before - 1, "a cancel leaves the forecast at once"
-    cli = CliRunner().invoke(main, ["pending", "--json", "--topic", topic, "--redis-url", live.url])
+    cli = CliRunner().invoke(
+        main, ["pending", "--json", "--topic", topic, "--redis-url", default_service.url]
+    )
     assert json.loads(cli.output)["total"] == 3  # a cancel by id does not name the topic
-    wait_for(lambda: live.raw.xlen(topic) == 2, 30, "the deliveries", [live.scheduler])
     wait_for(
-        lambda: client.pending(topic=topic).total == 0,
+        lambda: default_service.raw.xlen(topic) == 2,
+        30,
+        "the deliveries",
+        [default_service.scheduler],
+    )
+    wait_for(
+        lambda: once.pending(topic=topic).total == 0,
         10,
         "the delivered and the cancelled to leave the forecast",
-        [live.scheduler],
+        [default_service.scheduler],
     )
 
 
 def test_reschedule_moves_a_message_once_and_never_delivers_the_old_one(
-    live: Live, client: Client
+    default_service: Service, once: Client
 ) -> None:
-    topic = live.topic()
-    # 10 minutes ahead: a coarse slot in Spark's state, on both paths. 8 s ahead:
-    # the outbox on the near path, a fine slot on the Spark path.
-    far = client.send(topic, b"far", delay=timedelta(minutes=10))
-    soon = client.send(topic, b"soon", delay=timedelta(seconds=8))
-    soon_due_ms = client.status(soon).deliver_at_ms
+    topic = f"live.{uuid.uuid4().hex[:8]}"
+    # 10 minutes ahead: a coarse slot in Spark's state; 8 s ahead: a fine slot.
+    far = once.send(topic, b"far", delay=timedelta(minutes=10))
+    soon = once.send(topic, b"soon", delay=timedelta(seconds=8))
+    soon_due_ms = once.status(soon).deliver_at_ms
     wait_for(
-        lambda: client.pending(topic=topic).total == 2,
+        lambda: once.pending(topic=topic).total == 2,
         30,
         "the scheduler to hold both",
-        [live.scheduler],
+        [default_service.scheduler],
     )
     moved = {
-        client.reschedule(far, delay=2_000): b"far",
-        client.reschedule(soon, delay=2_500): b"soon",
+        once.reschedule(far, delay=2_000): b"far",
+        once.reschedule(soon, delay=2_500): b"soon",
     }
-    assert {client.status(far).rescheduled_to, client.status(soon).rescheduled_to} == set(moved)
-    wait_for(lambda: live.raw.xlen(topic) == 2, 30, "the moved messages", [live.scheduler])
-    for entry_id, fields in live.raw.xrange(topic):
+    assert {once.status(far).rescheduled_to, once.status(soon).rescheduled_to} == set(moved)
+    wait_for(
+        lambda: default_service.raw.xlen(topic) == 2,
+        30,
+        "the moved messages",
+        [default_service.scheduler],
+    )
+    for entry_id, fields in default_service.raw.xrange(topic):
         new_id = fields[b"id"].decode()
         assert moved[new_id] == fields[b"body"]
         assert int(entry_id.split(b"-")[0]) >= int(fields[b"deliver_at_ms"]), "early"
     # The old one's time comes and goes: nothing more arrives.
     wait_for(lambda: now_ms() > soon_due_ms + 2_000, 15, "the old time to pass")
-    assert live.raw.xlen(topic) == 2
-    assert client.status(soon).state == "rescheduled"
+    assert default_service.raw.xlen(topic) == 2
+    assert once.status(soon).state == "rescheduled"
 
 
 def test_retry_later_until_the_dlq(live: Live, client: Client) -> None:
