@@ -12,6 +12,7 @@ python -m bench aof --pending 1000000 # AOF size and restart load time (~2 min)
 python -m bench pump                  # pump throughput, Redis time per message and part (~1.5 min)
 python -m bench floor                 # PSS of the query's process model doing nothing (~1 min)
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
+python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 
 ``run`` prints its plan with an estimate of each step's wall time before it
 starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own
@@ -214,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     forecast.add_argument("--port", type=int, default=16397)
     forecast.add_argument("--out", type=Path, default=RESULTS / "forecast.json")
 
+    listing = commands.add_parser("listing", help="forecast and listing times in a running run")
+    listing.add_argument("--pending", type=int, default=1_000_000)
+    listing.add_argument("--port", type=int, default=16396)
+    listing.add_argument("--out", type=Path, default=RESULTS / "listing.json")
+
     report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
     report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
     report_cmd.add_argument("--docs", type=Path, default=DOCS)
@@ -243,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
 
         sizes = [int(size) for size in args.pending.split(",")]
         return _report(args.out, forecast_run.main(sizes, args.days, args.port))
+    if args.command == "listing":
+        from bench import listing as listing_run  # starts delayline run
+
+        return _report(args.out, listing_run.main(args.pending, args.port))
     if args.command == "aof":
         from bench import aof as aof_run
 

@@ -3,14 +3,23 @@ does, for tests of what reads them."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Iterator
+
+import redis
 
 from delayline.ids import deliver_at_ms_of
+from delayline.listing import ListRequest, PendingMessage
+from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
+from delayline.redis.listings import Listings
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver, Drop, SinkRow
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import sort_inbound
+from delayline.timing import now_ms
 
 
 def sink(redis_url: str, *rows: SinkRow) -> None:
@@ -61,3 +70,55 @@ def dropped(message_id: str, topic: str = "t", deliver_at_ms: int | None = None)
     """A message that a cancel removed, as the scheduler emits it when its slot fires."""
     due_ms = deliver_at_ms_of(message_id) if deliver_at_ms is None else deliver_at_ms
     return Drop(topic, message_id, b"x", "", "{}", due_ms, 1)
+
+
+def answer(redis_url: str, rows: list[PendingMessage], error: str = "") -> threading.Thread:
+    """The scheduler's side: take one request, check it, and answer with ``rows``. It
+    reports in first, as a running scheduler does: clients ask only a live one."""
+    asked: list[ListRequest] = []
+    beat = redis.Redis.from_url(redis_url)
+    beat.hset(keys.HEARTBEAT, "updated_at_ms", now_ms())
+    beat.close()
+
+    def serve() -> None:
+        listings = Listings.from_url(redis_url)
+        waiting = listings.next_request(timeout_s=10)
+        assert waiting is not None
+        listing_id, request = waiting
+        asked.append(request)
+        listings.report(listing_id, "scanning", 1, 2)
+        if error:
+            listings.fail(listing_id, error)
+        else:
+            listings.finish(
+                listing_id,
+                [row for row in rows if request.selects(row.topic, row.key, row.deliver_at_ms)],
+            )
+        listings.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.asked = asked  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+@contextlib.contextmanager
+def answering_every_listing(redis_url: str) -> Iterator[None]:
+    """A stand-in for the scheduler's listing thread: every request gets no rows."""
+    stop = threading.Event()
+
+    def serve() -> None:
+        listings = Listings.from_url(redis_url)
+        while not stop.is_set():
+            waiting = listings.next_request(timeout_s=0.2)
+            if waiting is not None:
+                listings.finish(waiting[0], [])
+        listings.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)

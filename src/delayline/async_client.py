@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
+from delayline import timing
 from delayline.client import (
     DEFAULT_BATCH,
     DEFAULT_BLOCK_MS,
@@ -17,7 +21,15 @@ from delayline.client import (
 )
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
+from delayline.errors import MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
+from delayline.listing import (
+    LISTING_POLL_S,
+    MAX_LIMIT,
+    PendingMessage,
+    by_due_time,
+    check_listing_wait,
+)
 from delayline.model import Message
 from delayline.plans import Plan, consuming, observing
 from delayline.plans.observing import Metrics, StreamEntry
@@ -113,6 +125,54 @@ class AsyncClient(ClientBase):
     ) -> Forecast:
         """See :meth:`delayline.Client.pending`."""
         return await self._run(self._pending_plan(by, topic, start, end, hot_over))
+
+    async def list_pending(
+        self,
+        *,
+        topic: str | None = None,
+        key: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int = 100,
+        on_progress: Callable[[int, int], None] | None = None,
+        timeout_s: float = 300.0,
+    ) -> list[PendingMessage]:
+        """See :meth:`delayline.Client.list_pending`."""
+        request, listing_id = self._listing(topic, key, start, end, limit)
+        await self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
+        began = time.monotonic()
+        while not (status := await self._run(observing.listing_status(listing_id))).finished():
+            check_listing_wait(status, time.monotonic() - began, timeout_s)
+            if on_progress and status.total:
+                on_progress(status.done, status.total)
+            await asyncio.sleep(LISTING_POLL_S)
+        rows = await self._run(observing.listing_rows(listing_id))
+        return by_due_time(rows + await self._run(observing.outbox_listing(request)), limit)
+
+    async def cancel_key(self, topic: str, key: str) -> int:
+        """See :meth:`delayline.Client.cancel_key`."""
+        rows = await self.list_pending(topic=topic, key=key, limit=MAX_LIMIT)
+        if not rows:
+            return 0
+        return await self._run(self._cancel_many_plan(topic, rows))
+
+    async def reschedule_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        delay: timedelta | int | None = None,
+        deliver_at: datetime | int | None = None,
+        level: int | None = None,
+    ) -> dict[str, str]:
+        """See :meth:`delayline.Client.reschedule_key`."""
+        moved = {}
+        for row in await self.list_pending(topic=topic, key=key, limit=MAX_LIMIT):
+            with contextlib.suppress(MessageStateError):
+                moved[row.id] = await self.reschedule(
+                    row.id, delay=delay, deliver_at=deliver_at, level=level
+                )
+        return moved
 
     async def rejects(self, count: int = 20) -> list[StreamEntry]:
         """See :meth:`delayline.Client.rejects`."""

@@ -349,17 +349,51 @@ def send_many(redis_url: str, source: TextIO, progress: bool | None) -> None:
             bar.close()
 
 
+def target(message_id: str | None, topic: str | None, key: str | None) -> str | tuple[str, str]:
+    """The ID a command names, or the (topic, key) of its ``--topic`` and ``--key``.
+    Raises ValidationError unless it is one or the other."""
+    if message_id is not None and topic is None and key is None:
+        return message_id
+    if message_id is None and topic is not None and key is not None:
+        return topic, key
+    raise ValidationError("id", "exclusive", "give either ID, or both --topic and --key")
+
+
+key_options = [
+    click.option("--topic", default=None, help="With --key: every pending message of TOPIC..."),
+    click.option("--key", default=None, help="...with this producer key (a scan of the state)."),
+]
+
+
+def with_key_options(command: F) -> F:
+    for option in reversed(key_options):
+        command = option(command)
+    return command
+
+
 @main.command()
 @redis_url_option
-@click.argument("message_id", metavar="ID")
+@click.argument("message_id", metavar="[ID]", required=False)
+@with_key_options
 @one_line_errors
-def cancel(redis_url: str, message_id: str) -> None:
-    """Cancel a pending message.
+def cancel(redis_url: str, message_id: str | None, topic: str | None, key: str | None) -> None:
+    """Cancel a pending message, or every one of a topic with a producer key.
+
+    By key, the running scheduler scans its state to find them (seconds at 1M
+    pending), up to 10,000 a call.
 
     \b
     Example:
       delayline cancel 01KDVDNA00QZ3X5E4T5M2J8K9R
+      delayline cancel --topic orders.timeout --key 42
     """
+    named = target(message_id, topic, key)
+    if isinstance(named, tuple):
+        with Client(redis_url) as client:
+            cancelled = client.cancel_key(*named)
+        click.echo(f"cancelled {cancelled:,} of topic {named[0]} with key {named[1]}")
+        return
+    message_id = named
     with Client(redis_url) as client:
         current = client.status(message_id)
         if current.state in ("unknown", "delivered", "rejected") or not client.cancel(message_id):
@@ -369,22 +403,37 @@ def cancel(redis_url: str, message_id: str) -> None:
 
 @main.command()
 @redis_url_option
-@click.argument("message_id", metavar="ID")
+@click.argument("message_id", metavar="[ID]", required=False)
+@with_key_options
 @when_options
 @one_line_errors
 def reschedule(
-    redis_url: str, message_id: str, delay: str | None, at: str | None, level: int | None
+    redis_url: str,
+    message_id: str | None,
+    topic: str | None,
+    key: str | None,
+    delay: str | None,
+    at: str | None,
+    level: int | None,
 ) -> None:
-    """Move a pending message to a new time; print the id of the message that replaces it.
+    """Move a pending message (or every one of a topic with a producer key) to a new time;
+    print the id of the message that replaces it (by key: "old new" per line).
 
     The old one is never delivered; its copy is, once, at the new time.
 
     \b
     Example:
       delayline reschedule 01KDVDNA00QZ3X5E4T5M2J8K9R --delay 10m
+      delayline reschedule --topic orders.timeout --key 42 --delay 1h
     """
+    named = target(message_id, topic, key)
     with Client(redis_url) as client:
-        click.echo(client.reschedule(message_id, **when(delay, at, level)))
+        if isinstance(named, tuple):
+            topic, key = named
+            for old, new in client.reschedule_key(topic, key, **when(delay, at, level)).items():
+                click.echo(f"{old} {new}")
+        else:
+            click.echo(client.reschedule(named, **when(delay, at, level)))
 
 
 @main.command()
@@ -535,6 +584,13 @@ def bar(count: int, largest: int) -> str:
     "--hot-over", type=int, default=DEFAULT_HOT_OVER, show_default=True,
     help="Mark the seconds with more than this many due.",
 )  # fmt: skip
+@click.option("--list", "as_list", is_flag=True, help="List the messages themselves (a scan).")
+@click.option("--key", default=None, help="With --list: only this producer key.")
+@click.option("--limit", type=int, default=100, show_default=True, help="With --list: at most.")
+@click.option(
+    "--progress/--no-progress", default=None,
+    help="With --list: a progress bar on standard error [default: on a terminal].",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (as GET /v1/pending).")
 @one_line_errors
 def pending(
@@ -544,25 +600,35 @@ def pending(
     start: str | None,
     end: str | None,
     hot_over: int,
+    as_list: bool,
+    key: str | None,
+    limit: int,
+    progress: bool | None,
     as_json: bool,
 ) -> None:
-    """Show how many messages are pending, per time bucket and topic, and the hot instants.
+    """Show how many messages are pending, per time bucket and topic, and the hot instants;
+    or, with --list, the pending messages themselves.
 
-    It reads counters kept per due minute: instant, whatever the number pending.
+    The counts come from counters kept per due minute: instant, whatever the
+    number pending. --list asks the running scheduler to scan its state (an
+    operator's tool: seconds at 1M pending, on the scheduler's cores).
 
     \b
     Example:
       delayline pending --by hour
       delayline pending --topic orders.timeout --from 2026-12-01T00:00:00Z --to 1d
+      delayline pending --list --topic orders.timeout --key 42
     """
+    window = {
+        "start": None if start is None else timing.from_epoch_ms(parse_moment(start, "from")),
+        "end": None if end is None else timing.from_epoch_ms(parse_moment(end, "to")),
+    }
+    if as_list:
+        show = sys.stderr.isatty() if progress is None else progress
+        list_messages(redis_url, topic, key, limit, window, show, as_json)
+        return
     with Client(redis_url) as client:
-        forecast = client.pending(
-            by=by,
-            topic=topic,
-            start=None if start is None else timing.from_epoch_ms(parse_moment(start, "from")),
-            end=None if end is None else timing.from_epoch_ms(parse_moment(end, "to")),
-            hot_over=hot_over,
-        )
+        forecast = client.pending(by=by, topic=topic, hot_over=hot_over, **window)
     if as_json:
         click.echo(json.dumps(forecast.to_json(), separators=(",", ":")))
         return
@@ -580,6 +646,38 @@ def pending(
         click.echo(f"hot instants (more than {hot_over:,} due in one second):")
         for instant in forecast.hot:
             click.echo(f"  {timing.format_time(instant.at_ms)}  {instant.count:>11,}")
+
+
+def list_messages(
+    redis_url: str,
+    topic: str | None,
+    key: str | None,
+    limit: int,
+    window: dict[str, Any],
+    show_progress: bool,
+    as_json: bool,
+) -> None:
+    """``delayline pending --list``: a line (or a JSON object) per pending message."""
+    bar = ProgressBar("scanned", None, sys.stderr) if show_progress else None
+    with Client(redis_url) as client:
+        rows = client.list_pending(
+            topic=topic,
+            key=key,
+            limit=limit,
+            on_progress=None if bar is None else lambda done, total: bar.update(done, total),
+            **window,
+        )
+    if bar:
+        bar.close()
+    if as_json:
+        click.echo(json.dumps({"messages": [row.to_json() for row in rows]}))
+        return
+    for row in rows:
+        click.echo(
+            f"{row.id}  {timing.format_time(row.deliver_at_ms)}  {row.topic}  "
+            f"key={row.key or '-'}  attempt={row.attempt}  {row.body_bytes:,} B  {row.where}"
+        )
+    click.echo(f"{len(rows):,} listed" + (f" (the first {limit:,})" if len(rows) == limit else ""))
 
 
 @main.command()

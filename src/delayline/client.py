@@ -6,9 +6,12 @@ round trip; :mod:`delayline.async_client` runs the same plans with asyncio.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-from collections.abc import Iterable, Iterator, Mapping
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -17,8 +20,16 @@ from typing import Any, TypeVar
 from delayline import timing
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
-from delayline.errors import ValidationError
+from delayline.errors import MessageStateError, ValidationError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast, check_granularity
+from delayline.listing import (
+    LISTING_POLL_S,
+    MAX_LIMIT,
+    ListRequest,
+    PendingMessage,
+    by_due_time,
+    check_listing_wait,
+)
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
 from delayline.redis import keys
@@ -95,6 +106,31 @@ class ClientBase:
         )
         return producing.reschedule(
             message_id, deliver_at_ms, now_ms=now, retention_ms=self.status_retention_ms
+        )
+
+    def _listing(
+        self,
+        topic: str | None,
+        key: str | None,
+        start: datetime | None,
+        end: datetime | None,
+        limit: int,
+    ) -> tuple[ListRequest, str]:
+        request = ListRequest(
+            topic=topic,
+            key=key,
+            from_ms=None if start is None else timing.to_epoch_ms(start, "start"),
+            to_ms=None if end is None else timing.to_epoch_ms(end, "end"),
+            limit=limit,
+        )
+        return request, uuid.uuid4().hex
+
+    def _cancel_many_plan(self, topic: str, rows: list[PendingMessage]) -> Plan[int]:
+        return producing.cancel_many(
+            [row.id for row in rows],
+            topic,
+            now_ms=timing.now_ms(),
+            retention_ms=self.status_retention_ms,
         )
 
     def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
@@ -269,6 +305,70 @@ class Client(ClientBase):
         ValidationError for an unknown ``by``, a naive datetime, or an empty window.
         """
         return self._run(self._pending_plan(by, topic, start, end, hot_over))
+
+    def list_pending(
+        self,
+        *,
+        topic: str | None = None,
+        key: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int = 100,
+        on_progress: Callable[[int, int], None] | None = None,
+        timeout_s: float = 300.0,
+    ) -> list[PendingMessage]:
+        """The first ``limit`` pending messages by due time, of ``topic`` and ``key``
+        (None: any), due in ``[start, end)``: id, topic, key, due time, attempt, body size.
+
+        An operator's tool: the running scheduler scans its whole state for it (a
+        Spark batch query, seconds at 1M pending, on the scheduler's cores), and
+        the outbox is read too. ``on_progress(done, total)`` is called with the
+        scan's tasks as it goes. Raises SchedulerError if no scheduler takes the
+        request up within 30 s, the scan fails, or it takes over ``timeout_s``.
+        """
+        request, listing_id = self._listing(topic, key, start, end, limit)
+        self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
+        began = time.monotonic()
+        while not (status := self._run(observing.listing_status(listing_id))).finished():
+            check_listing_wait(status, time.monotonic() - began, timeout_s)
+            if on_progress and status.total:
+                on_progress(status.done, status.total)
+            time.sleep(LISTING_POLL_S)
+        rows = self._run(observing.listing_rows(listing_id))
+        return by_due_time(rows + self._run(observing.outbox_listing(request)), limit)
+
+    def cancel_key(self, topic: str, key: str) -> int:
+        """Cancel every pending message of ``topic`` with producer key ``key``; returns how
+        many were cancelled.
+
+        It lists them first (a scan of the scheduler's state, see :meth:`list_pending`:
+        seconds at 1M pending), up to 10,000 per call; the cancels then take
+        effect as :meth:`cancel`'s do. Raises SchedulerError as the listing does.
+        """
+        rows = self.list_pending(topic=topic, key=key, limit=MAX_LIMIT)
+        if not rows:
+            return 0
+        return self._run(self._cancel_many_plan(topic, rows))
+
+    def reschedule_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        delay: timedelta | int | None = None,
+        deliver_at: datetime | int | None = None,
+        level: int | None = None,
+    ) -> dict[str, str]:
+        """Reschedule every pending message of ``topic`` with producer key ``key`` (as
+        :meth:`reschedule` does, up to 10,000 per call, listed first); returns each old
+        id's new id. One delivered meanwhile is left out."""
+        moved = {}
+        for row in self.list_pending(topic=topic, key=key, limit=MAX_LIMIT):
+            with contextlib.suppress(MessageStateError):
+                moved[row.id] = self.reschedule(
+                    row.id, delay=delay, deliver_at=deliver_at, level=level
+                )
+        return moved
 
     def rejects(self, count: int = 20) -> list[observing.StreamEntry]:
         """The newest ``count`` records the scheduler refused, newest first, each with

@@ -58,9 +58,12 @@ class ProgressBar:
         self._started = self._drawn = clock()
         self._done = 0
 
-    def update(self, done: int) -> None:
-        """Record that ``done`` items are done; redraw if it is time."""
+    def update(self, done: int, total: int | None = None) -> None:
+        """Record that ``done`` items (of ``total``, if it is known only now) are done;
+        redraw if it is time."""
         self._done = done
+        if total is not None:
+            self._total = total
         if self._clock() - self._drawn >= self._interval_s:
             self._draw()
 

@@ -13,11 +13,12 @@ import redis
 
 from delayline.api.app import create_app
 from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.listing import PendingMessage
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
 from delayline.timing import now_ms
-from tests.sinking import count_inbound, delivered, sink
+from tests.sinking import answer, count_inbound, delivered, sink
 from tests.support import free_port
 
 Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
@@ -421,5 +422,53 @@ def test_stats_rejects_and_dead_letters_for_the_dashboard(
             ("b.DLQ", "m1"),
         ]
         assert error_of(await http.get("/v1/rejects", params={"count": 0}))[0] == 422
+
+    call(redis_url, scenario)
+
+
+def test_pending_messages_lists_what_the_scheduler_answers(redis_url: str) -> None:
+    due_ms = now_ms() + 600_000
+    held = PendingMessage(new_message_id(due_ms), "orders", "42", due_ms, 1, 9, "state")
+    server = answer(redis_url, [held])
+
+    async def scenario(http: httpx.AsyncClient) -> None:
+        response = await http.get("/v1/pending/messages", params={"topic": "orders", "key": "42"})
+        assert response.status_code == 200, response.text
+        assert response.json() == {"messages": [held.to_json()]}
+        assert error_of(await http.get("/v1/pending/messages", params={"limit": 0}))[0] == 422
+        assert error_of(await http.get("/v1/pending/messages", params={"to": "later"})) == (
+            422,
+            "to",
+            "rfc3339",
+        )
+
+    call(redis_url, scenario)
+    server.join(5)
+
+
+def test_by_key_cancel_and_reschedule(redis_url: str, raw_redis: redis.Redis) -> None:
+    due_ms = now_ms() + 600_000
+    held = [
+        PendingMessage(new_message_id(due_ms + n), "orders", "42", due_ms + n, 1, 9, "state")
+        for n in range(2)
+    ]
+
+    async def scenario(http: httpx.AsyncClient) -> None:
+        server = answer(redis_url, held[:1])
+        cancelled = await http.delete("/v1/messages", params={"topic": "orders", "key": "42"})
+        server.join(5)
+        assert cancelled.json() == {"cancelled": 1}
+        assert (await http.get(f"/v1/messages/{held[0].id}")).json()["state"] == "cancelled"
+        server = answer(redis_url, held[1:])
+        moved = await http.patch(
+            "/v1/messages", params={"topic": "orders", "key": "42"}, json={"delay_ms": 60_000}
+        )
+        server.join(5)
+        [entry] = moved.json()["rescheduled"]
+        assert entry["previous_id"] == held[1].id
+        status = (await http.get(f"/v1/messages/{held[1].id}")).json()
+        assert status["rescheduled_to"] == entry["id"]
+        missing = await http.delete("/v1/messages", params={"topic": "orders"})
+        assert error_of(missing)[0] == 422
 
     call(redis_url, scenario)

@@ -9,6 +9,8 @@ and those requests are rightly refused with 422.
 
 from __future__ import annotations
 
+from typing import Any
+
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -16,6 +18,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from delayline.api.app import create_app
 from delayline.redis.store import DeliveryStore
 from delayline.timing import now_ms
+from tests.sinking import answering_every_listing
 
 
 def test_every_route_keeps_its_contract(redis_url: str) -> None:
@@ -28,8 +31,21 @@ def test_every_route_keeps_its_contract(redis_url: str) -> None:
         "DELETE /v1/messages/{message_id}",
         "GET /healthz",
         "GET /metrics",
+        "PATCH /v1/messages/{message_id}",
+        "GET /v1/pending",
+        "GET /v1/pending/messages",
+        "DELETE /v1/messages",
+        "PATCH /v1/messages",
+        "GET /v1/stats",
+        "GET /v1/rejects",
+        "GET /v1/dead-letters",
     }
     store = DeliveryStore.from_url(redis_url)
+    with answering_every_listing(redis_url):
+        check_every_operation(operations, store)
+
+
+def check_every_operation(operations: list[Any], store: DeliveryStore) -> None:
     for operation in operations:
         # A live scheduler, so that /healthz answers 200 (its 503 is tested elsewhere).
         store.record_batches("query", [(1, now_ms(), 300)])

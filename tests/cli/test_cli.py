@@ -15,10 +15,11 @@ from click.testing import CliRunner, Result
 
 from delayline.cli import main
 from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.listing import PendingMessage
 from delayline.redis import keys
 from delayline.scheduler.settings import run_options
 from delayline.timing import now_ms
-from tests.sinking import count_inbound, delivered, sink
+from tests.sinking import answer, count_inbound, delivered, sink
 from tests.support import free_port, wait_for
 
 
@@ -327,3 +328,16 @@ def test_send_many_sends_nothing_if_any_line_is_bad(
         assert result.exit_code == 2, result.output
         assert why in result.stderr
         assert raw_redis.exists(keys.INBOUND, keys.OUTBOX) == 0
+
+
+def test_cancel_by_key_and_its_usage_errors(redis_url: str) -> None:
+    due_ms = now_ms() + 600_000
+    held = PendingMessage(new_message_id(due_ms), "orders", "42", due_ms, 1, 9, "state")
+    server = answer(redis_url, [held])
+    result = invoke(redis_url, "cancel", "--topic", "orders", "--key", "42")
+    server.join(5)
+    assert result.output.strip() == "cancelled 1 of topic orders with key 42"
+    for args in (["cancel", held.id, "--key", "42"], ["cancel"], ["reschedule", "--topic", "t"]):
+        refused = invoke(redis_url, *args)
+        assert refused.exit_code == 2
+        assert "give either ID, or both --topic and --key" in refused.output

@@ -216,6 +216,58 @@ def test_reschedule_moves_a_message_once_and_never_delivers_the_old_one(
     assert once.status(soon).state == "rescheduled"
 
 
+def test_list_pending_scans_the_schedulers_state(default_service: Service, once: Client) -> None:
+    topic = f"live.{uuid.uuid4().hex[:8]}"
+    base_ms = now_ms() + 600_000
+    sent = once.send_many(
+        [
+            {"topic": topic, "body": "x" * n, "deliver_at": base_ms + 1_000 * n, "key": f"k{n % 2}"}
+            for n in range(20)
+        ]
+    )
+    progress: list[tuple[int, int]] = []
+
+    def listed() -> list[str]:
+        rows = once.list_pending(topic=topic, on_progress=lambda *p: progress.append(p))
+        return [row.id for row in rows]
+
+    # The scan reads the last committed batch: the sends are there a batch after they are read.
+    wait_for(
+        lambda: listed() == sent, 60, "the listing to show the sends", [default_service.scheduler]
+    )
+    rows = once.list_pending(topic=topic, key="k1", limit=3)
+    assert [(r.id, r.key, r.body_bytes, r.where) for r in rows] == [
+        (sent[n], "k1", n, "state") for n in (1, 3, 5)
+    ]
+    window = once.list_pending(
+        topic=topic, start=from_epoch_ms(base_ms + 5_000), end=from_epoch_ms(base_ms + 7_000)
+    )
+    assert [row.deliver_at_ms - base_ms for row in window] == [5_000, 6_000]
+    result = CliRunner().invoke(
+        main,
+        ["pending", "--list", "--topic", topic, "--key", "k0", "--json", "--progress",
+         "--redis-url", default_service.url],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert [m["id"] for m in json.loads(result.stdout)["messages"]] == sent[0::2]
+    assert all(done <= total for done, total in progress)
+    # By key: the cancels leave the topic's forecast at once, and the listing once the
+    # scheduler has them.
+    assert once.cancel_key(topic, "k1") == 10
+    assert once.pending(topic=topic).total == 10
+    wait_for(
+        lambda: listed() == sent[0::2],
+        60,
+        "the listing to leave the cancelled out",
+        [default_service.scheduler],
+    )
+    moved = once.reschedule_key(topic, "k0", delay=1_500)
+    assert sorted(moved) == sorted(sent[0::2])
+    wait_for(lambda: default_service.raw.xlen(topic) == 10, 30, "the rescheduled deliveries")
+    delivered = {f[b"id"].decode() for _, f in default_service.raw.xrange(topic)}
+    assert delivered == set(moved.values())
+
+
 def test_retry_later_until_the_dlq(live: Live, client: Client) -> None:
     topic = live.topic()
     client.send(topic, b"flaky", delay=100)

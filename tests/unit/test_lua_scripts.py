@@ -17,6 +17,7 @@ SCRIPTS = {
     "COUNT_INGEST": "count_ingest.lua",
     "CANCEL": "cancel.lua",
     "RESCHEDULE": "reschedule.lua",
+    "LIST_OUTBOX": "list_outbox.lua",
     "SEND_NEAR": "send_near.lua",
     "WRITE_CHUNK": "write_chunk.lua",
     "PUMP": "pump.lua",

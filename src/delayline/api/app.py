@@ -7,7 +7,9 @@ Routes (OpenAPI at ``/openapi.json``):
 - ``GET /v1/messages/{id}``: status.
 - ``DELETE /v1/messages/{id}``: cancel (404 unknown, 409 already delivered or rejected).
 - ``PATCH /v1/messages/{id}``: reschedule (404 unknown, 409 no longer pending).
+- ``DELETE /v1/messages?topic=&key=``, ``PATCH /v1/messages?topic=&key=``: by producer key.
 - ``GET /v1/pending``: the forecast, pending messages per time bucket and topic.
+- ``GET /v1/pending/messages``: the pending messages themselves (a scan of the state).
 - ``GET /v1/stats``: counters, lateness, the scheduler's last batch (``delayline stats``).
 - ``GET /v1/rejects``, ``GET /v1/dead-letters``: the newest refused records and dead letters.
 - ``GET /ui``: the dashboard (``/ui?token=...`` once, when a token is required).
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from importlib import resources
 from typing import Any
 
@@ -42,6 +45,7 @@ from delayline.api.schemas import (
     BatchIn,
     BatchItemOut,
     BatchOut,
+    CancelledByKeyOut,
     CancelledOut,
     EntryOut,
     ErrorDetail,
@@ -49,21 +53,29 @@ from delayline.api.schemas import (
     ForecastOut,
     HealthOut,
     MessageIn,
+    PendingMessagesOut,
+    RescheduledByKeyOut,
     RescheduledOut,
     RescheduleIn,
     ScheduledOut,
     StatusOut,
 )
 from delayline.async_client import AsyncClient
-from delayline.errors import DelaylineError, MessageStateError, TransportError, ValidationError
+from delayline.errors import (
+    DelaylineError,
+    MessageStateError,
+    SchedulerError,
+    TransportError,
+    ValidationError,
+)
 from delayline.forecast import DEFAULT_HOT_OVER
+from delayline.listing import MAX_LIMIT
 from delayline.model import Message
+from delayline.plans.observing import SCHEDULER_ALIVE_MS
 from delayline.validation import Limits
 
 #: Largest request body accepted (bytes): a full batch of small messages fits.
 DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024
-#: The scheduler counts as alive if it reported a batch this recently (ms).
-SCHEDULER_TIMEOUT_MS = 30_000
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut} for status in (401, 404, 409, 413, 422, 503)
@@ -75,6 +87,23 @@ DASHBOARD_HTML = (resources.files("delayline.api") / "dashboard.html").read_text
 
 #: How long a request waits for a Redis that is loading or unreachable before 503 (ms).
 API_PATIENCE_MS = 1_000
+
+
+def moment(text: str | None, field: str) -> datetime | None:
+    """An RFC 3339 query parameter as an aware datetime; None if absent. Raises
+    ValidationError naming ``field``."""
+    return None if text is None else timing.from_epoch_ms(timing.parse_time_ms(text, field))
+
+
+def rescheduled(new_id: str, previous_id: str) -> RescheduledOut:
+    """The answer for a message ``previous_id`` that ``new_id`` replaces."""
+    deliver_at_ms = ids.deliver_at_ms_of(new_id)
+    return RescheduledOut(
+        id=new_id,
+        previous_id=previous_id,
+        deliver_at=timing.format_time(deliver_at_ms),
+        deliver_at_ms=deliver_at_ms,
+    )
 
 
 def error_response(status: int, field: str, rule: str, message: str) -> JSONResponse:
@@ -120,6 +149,10 @@ def create_app(
     @app.exception_handler(TransportError)
     async def unavailable(_: Request, exc: TransportError) -> JSONResponse:
         return error_response(503, "redis", "unavailable", str(exc))
+
+    @app.exception_handler(SchedulerError)
+    async def no_scheduler(_: Request, exc: SchedulerError) -> JSONResponse:
+        return error_response(503, "scheduler", "unavailable", str(exc))
 
     @app.exception_handler(DelaylineError)
     async def failed(_: Request, exc: DelaylineError) -> JSONResponse:
@@ -185,10 +218,8 @@ def create_app(
         forecast = await client.pending(
             by=by,
             topic=topic,
-            start=None
-            if start is None
-            else timing.from_epoch_ms(timing.parse_time_ms(start, "from")),
-            end=None if end is None else timing.from_epoch_ms(timing.parse_time_ms(end, "to")),
+            start=moment(start, "from"),
+            end=moment(end, "to"),
             hot_over=hot_over,
         )
         return ForecastOut.of(forecast)
@@ -202,13 +233,41 @@ def create_app(
         except MessageStateError as exc:
             status = 404 if exc.state == "unknown" else 409
             return error_response(status, "id", exc.state, str(exc))
-        deliver_at_ms = ids.deliver_at_ms_of(new_id)
-        return RescheduledOut(
-            id=new_id,
-            previous_id=message_id,
-            deliver_at=timing.format_time(deliver_at_ms),
-            deliver_at_ms=deliver_at_ms,
+        return rescheduled(new_id, message_id)
+
+    @app.delete("/v1/messages", response_model=CancelledByKeyOut)
+    async def cancel_key(topic: str, key: str) -> CancelledByKeyOut:
+        """Cancel every pending message of ``topic`` with producer ``key`` (up to 10,000 a
+        call): a scan of the scheduler's state finds them, seconds at 1M pending."""
+        return CancelledByKeyOut(cancelled=await client.cancel_key(topic, key))
+
+    @app.patch("/v1/messages", response_model=RescheduledByKeyOut)
+    async def reschedule_key(topic: str, key: str, when: RescheduleIn) -> RescheduledByKeyOut:
+        """Reschedule every pending message of ``topic`` with producer ``key`` (up to 10,000
+        a call), found as ``DELETE /v1/messages`` finds them."""
+        moved = await client.reschedule_key(topic, key, **when.when())
+        return RescheduledByKeyOut(
+            rescheduled=[rescheduled(new_id, old_id) for old_id, new_id in moved.items()]
         )
+
+    @app.get("/v1/pending/messages", response_model=PendingMessagesOut)
+    async def pending_messages(
+        topic: str | None = None,
+        key: str | None = None,
+        start: str | None = Query(None, alias="from", description="RFC 3339; open if absent"),
+        end: str | None = Query(None, alias="to", description="RFC 3339, excluded"),
+        limit: int = Query(100, ge=1, le=MAX_LIMIT),
+    ) -> PendingMessagesOut:
+        """The first ``limit`` pending messages by due time: an operator's tool, for which
+        the running scheduler scans its whole state (seconds at 1M pending)."""
+        rows = await client.list_pending(
+            topic=topic,
+            key=key,
+            start=moment(start, "from"),
+            end=moment(end, "to"),
+            limit=limit,
+        )
+        return PendingMessagesOut.of(rows)
 
     @app.get("/v1/stats")
     async def stats() -> dict[str, Any]:
@@ -248,7 +307,7 @@ def create_app(
             )
             return JSONResponse(down.model_dump(), 503)
         age_ms = metrics.last_batch_age_ms
-        alive = age_ms is not None and age_ms < SCHEDULER_TIMEOUT_MS
+        alive = age_ms is not None and age_ms < SCHEDULER_ALIVE_MS
         report = HealthOut(
             status="ok" if alive else "degraded",
             redis=True,

@@ -12,6 +12,7 @@ from pydantic import ValidationError as PydanticValidationError
 from delayline import timing
 from delayline.errors import ValidationError
 from delayline.forecast import Forecast, Granularity
+from delayline.listing import PendingMessage
 from delayline.model import Message
 from delayline.plans.observing import StreamEntry
 from delayline.status import MessageStatus, State
@@ -112,6 +113,18 @@ class RescheduledOut(BaseModel):
     previous_id: str
     deliver_at: str
     deliver_at_ms: int
+
+
+class RescheduledByKeyOut(BaseModel):
+    """Each message of the key that was rescheduled."""
+
+    rescheduled: list[RescheduledOut]
+
+
+class CancelledByKeyOut(BaseModel):
+    """How many pending messages of the key were cancelled."""
+
+    cancelled: int
 
 
 class BatchIn(BaseModel):
@@ -272,3 +285,26 @@ class EntryOut(BaseModel):
             at=timing.format_time(entry.at_ms),
             fields=entry.fields,
         )
+
+
+class PendingMessageOut(BaseModel):
+    """A pending message: ``where`` is ``state`` (the scheduler's) or ``outbox``."""
+
+    id: str
+    topic: str
+    key: str
+    deliver_at: str
+    deliver_at_ms: int
+    attempt: int
+    body_bytes: int
+    where: str
+
+
+class PendingMessagesOut(BaseModel):
+    """The first pending messages asked for, by due time."""
+
+    messages: list[PendingMessageOut]
+
+    @classmethod
+    def of(cls, rows: Sequence[PendingMessage]) -> PendingMessagesOut:
+        return cls.model_validate({"messages": [row.to_json() for row in rows]})

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from delayline.errors import SchedulerError
 from delayline.forecast import (
     Forecast,
     Granularity,
@@ -14,9 +15,10 @@ from delayline.forecast import (
     hot_candidates,
     minute_window,
 )
+from delayline.listing import ListingStatus, ListRequest, PendingMessage
 from delayline.metrics import COUNTERS, SUM_FIELD, percentile_ms, render_prometheus
 from delayline.plans import Command, Plan, as_text
-from delayline.redis import keys
+from delayline.redis import keys, scripts
 
 
 @dataclass(frozen=True)
@@ -239,3 +241,90 @@ def dead_letters(count: int) -> Plan[list[StreamEntry]]:
         return merged[:count]
 
     return scan(0)
+
+
+#: A scheduler that reported this recently (ms) is taken to be running.
+SCHEDULER_ALIVE_MS = 30_000
+
+#: Outbox entries a listing looks at per script call: Redis is held briefly.
+OUTBOX_SCAN = 10_000
+
+
+def request_listing(listing_id: str, request: ListRequest, *, now_ms: int) -> Plan[None]:
+    """Ask the running scheduler to list what its state holds. Raises SchedulerError at
+    once if no scheduler reported in the last SCHEDULER_ALIVE_MS."""
+    commands: list[Command] = [
+        ("HSET", keys.listing(listing_id), "state", "queued"),
+        ("EXPIRE", keys.listing(listing_id), keys.LISTING_TTL_S),
+        ("LPUSH", keys.LISTINGS, f"{listing_id} {request.to_json()}"),
+    ]
+
+    def ask(replies: list[Any]) -> Plan[None]:
+        updated = replies[0]
+        if updated is None or now_ms - int(updated) > SCHEDULER_ALIVE_MS:
+            raise SchedulerError(
+                "no scheduler is running against this Redis (a listing needs `delayline run`)"
+            )
+        return Plan(commands, lambda _: None, "ask for a listing", transaction=True)
+
+    return Plan([("HGET", keys.HEARTBEAT, "updated_at_ms")], ask, "ask for a listing")
+
+
+def listing_status(listing_id: str) -> Plan[ListingStatus]:
+    """How far the scheduler is with a listing."""
+
+    def parse(replies: list[Any]) -> ListingStatus:
+        fields = {as_text(name): as_text(value) for name, value in replies[0].items()}
+        return ListingStatus(
+            fields.get("state", "expired"),
+            int(fields.get("done", 0)),
+            int(fields.get("total", 0)),
+            fields.get("error", ""),
+        )
+
+    return Plan([("HGETALL", keys.listing(listing_id))], parse, "read a listing's progress")
+
+
+def listing_rows(listing_id: str) -> Plan[list[PendingMessage]]:
+    """A finished listing's rows from the scheduler's state."""
+    return Plan(
+        [("LRANGE", keys.listing(listing_id) + ":rows", 0, -1)],
+        lambda replies: [PendingMessage.from_json(row) for row in replies[0]],
+        "read a listing",
+    )
+
+
+def outbox_listing(request: ListRequest) -> Plan[list[PendingMessage]]:
+    """What waits in the outbox that ``request`` asks for (the first ``limit`` by due time),
+    OUTBOX_SCAN entries a round trip."""
+    found: list[PendingMessage] = []
+    low = "-inf" if request.from_ms is None else request.from_ms
+    high = "+inf" if request.to_ms is None else f"({request.to_ms}"
+
+    def call(rank: int) -> Plan[list[PendingMessage]]:
+        command = (
+            "EVAL", scripts.LIST_OUTBOX, 2, keys.OUTBOX, keys.OUTBOX_DATA, low, high, rank,
+            OUTBOX_SCAN, request.limit - len(found), request.topic or "", request.key or "",
+        )  # fmt: skip
+        return Plan([command], parse, "list the outbox")
+
+    def parse(replies: list[Any]) -> list[PendingMessage] | Plan[list[PendingMessage]]:
+        next_rank, *values = replies[0]
+        for i in range(0, len(values), 6):
+            entry_id, topic, key, due, attempt, size = values[i : i + 6]
+            found.append(
+                PendingMessage(
+                    as_text(entry_id),
+                    as_text(topic),
+                    as_text(key),
+                    int(due),
+                    int(attempt),
+                    int(size),
+                    "outbox",
+                )
+            )
+        if int(next_rank) >= 0 and len(found) < request.limit:
+            return call(int(next_rank))
+        return found
+
+    return call(0)

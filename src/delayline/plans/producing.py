@@ -84,6 +84,29 @@ def cancel(message_id: str, *, now_ms: int, retention_ms: int) -> Plan[bool]:
     return Plan(status(message_id, now_ms=now_ms).commands, decide, "read a message's status")
 
 
+#: Cancels per script call of ``cancel_many``.
+CANCELS_PER_CALL = 1_000
+
+
+def cancel_many(message_ids: list[str], topic: str, *, now_ms: int, retention_ms: int) -> Plan[int]:
+    """Cancel messages of ``topic`` (as a listing found them), in one transaction; the plan
+    returns how many were still pending. The forecast takes them out of their topic too."""
+    commands: list[Command] = [
+        xadd(keys.INBOUND, Cancel(message_id, now_ms).to_record()) for message_id in message_ids
+    ]
+    commands.append(("SCRIPT", "LOAD", scripts.CANCEL))
+    for first in range(0, len(message_ids), CANCELS_PER_CALL):
+        chunk = message_ids[first : first + CANCELS_PER_CALL]
+        cancels = [(message_id, ids.deliver_at_ms_of(message_id), "") for message_id in chunk]
+        args = scripts.cancel_args(now_ms, retention_ms, cancels, topic)
+        commands.append(("EVALSHA", scripts.CANCEL_SHA, 0, *args))
+    calls = -(-len(message_ids) // CANCELS_PER_CALL)
+    return Plan(
+        commands, lambda replies: sum(replies[-calls:]) if calls else 0, "cancel messages",
+        transaction=True,
+    )  # fmt: skip
+
+
 def reschedule(message_id: str, deliver_at_ms: int, *, now_ms: int, retention_ms: int) -> Plan[str]:
     """Replace ``message_id`` with a copy due at ``deliver_at_ms``; the plan returns its id.
 

@@ -34,6 +34,11 @@ FORECAST_INDEX = "delayline:forecast"
 #: How long a minute's forecast counters outlive its end (7 days, in s).
 FORECAST_TTL_S = 7 * 24 * 3600
 
+#: Listing requests for the running scheduler (list of "<listing id> <request JSON>").
+LISTINGS = "delayline:listings"
+#: How long a listing's status and rows are kept (s).
+LISTING_TTL_S = 600
+
 #: Status records are grouped in hashes by the minute their message is due.
 JOURNAL_BUCKET_MS = 60_000
 #: How long sink and ingest markers outlive their last write (7 days, in s).
@@ -60,6 +65,12 @@ def forecast(minute: int) -> str:
     not yet applied whose topic is unknown; ``forecast(minute) + ":s"`` holds
     <second of the minute> -> n. See lua/pending.lua."""
     return f"delayline:forecast:{minute}"
+
+
+def listing(listing_id: str) -> str:
+    """Hash of a listing's progress: state (queued, scanning, done, failed), done and
+    total tasks of its scan, error; ``listing(id) + ":rows"`` holds its rows (JSON)."""
+    return f"delayline:listing:{listing_id}"
 
 
 def bucket_end_ms(deliver_at_ms: int) -> int:

@@ -105,6 +105,8 @@ CANCEL_SHA = hashlib.sha1(CANCEL.encode()).hexdigest()
 RESCHEDULE = load("reschedule.lua")
 #: The name the SDK calls RESCHEDULE by (EVALSHA).
 RESCHEDULE_SHA = hashlib.sha1(RESCHEDULE.encode()).hexdigest()
+#: Read the outbox for a listing (lua/list_outbox.lua).
+LIST_OUTBOX = load("list_outbox.lua")
 #: The SDK's near path: sends due soon, into the outbox (lua/send_near.lua).
 SEND_NEAR = load("send_near.lua")
 #: The name the near path calls SEND_NEAR by (EVALSHA).
@@ -116,12 +118,12 @@ PUMP = load("pump.lua")
 
 
 def cancel_args(
-    now_ms: int, retention_ms: int, cancels: Iterable[tuple[str, int, str]]
+    now_ms: int, retention_ms: int, cancels: Iterable[tuple[str, int, str]], topic: str = ""
 ) -> list[str | int]:
     """CANCEL's arguments for cancels given as (id, deliver_at_ms, new id or "" unless a
-    reschedule's), topics unknown."""
+    reschedule's), all of ``topic`` ("" when unknown)."""
     args: list[str | int] = [now_ms, retention_ms]
     for message_id, deliver_at_ms, new_id in cancels:
         new = f"{new_id}:{ids.deliver_at_ms_of(new_id)}" if new_id else ""
-        args += [message_id, deliver_at_ms, "", new]
+        args += [message_id, deliver_at_ms, topic, new]
     return args

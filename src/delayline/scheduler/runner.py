@@ -17,8 +17,10 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import DelaylineError, SchedulerError
 from delayline.redis.inbound import InboundStream
+from delayline.redis.listings import Listings
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.job import start_query
+from delayline.scheduler.listing import ListingServer
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.quiet import QuietSpells
 from delayline.scheduler.session import build_session, runs_locally
@@ -56,6 +58,7 @@ class Scheduler:
         # pump's (for _prepare) report an outage and call again.
         self._store = DeliveryStore.from_url(settings.redis_url, patience_ms=0)
         self._inbound = InboundStream.from_url(settings.redis_url, patience_ms=0)
+        self._listings: ListingServer | None = None
         # Only a local driver runs the tasks and grows with a load (session.py).
         self._quiet = QuietSpells() if runs_locally(settings) else None
 
@@ -78,6 +81,9 @@ class Scheduler:
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
             self._query_id = str(self._query.id)
+            listings = Listings.from_url(self.settings.redis_url, patience_ms=0)
+            self._listings = ListingServer(self._spark, self.settings.checkpoint_location, listings)
+            self._listings.start()
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
 
@@ -170,6 +176,9 @@ class Scheduler:
         ``drain_timeout_s`` the query is stopped anyway: an interrupted batch is
         replayed, idempotently, at the next start.
         """
+        listings, self._listings = self._listings, None
+        if listings is not None:
+            listings.stop()
         query, self._query = self._query, None
         # A JVM that is gone has no batch to finish and nothing to stop.
         with contextlib.suppress(*_JVM_GONE):

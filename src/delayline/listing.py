@@ -1,0 +1,124 @@
+"""Listing pending messages: what is asked, and what each listed message shows (pure).
+
+A listing is an operator's tool. The messages in the scheduler's state are
+read by a batch query over its checkpoint (Spark's state data source), which
+the running scheduler runs when asked (see ``scheduler/listing.py``); those in
+the outbox are read from Redis. The cost is a scan of the whole state, in
+Spark, next to the streaming query: seconds at 1M pending, on the same cores.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from delayline.errors import SchedulerError, ValidationError
+from delayline.timing import format_time
+
+#: The most messages one listing returns.
+MAX_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """Which pending messages to list: of ``topic`` and ``key`` (None: any), due in
+    ``[from_ms, to_ms)`` (None: open), the first ``limit`` by due time."""
+
+    topic: str | None = None
+    key: str | None = None
+    from_ms: int | None = None
+    to_ms: int | None = None
+    limit: int = 100
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise ValidationError("limit", "range", f"limit must be 1 to {MAX_LIMIT:,}")
+        if self.from_ms is not None and self.to_ms is not None and self.to_ms <= self.from_ms:
+            raise ValidationError("to", "order", "the window's end (to) must come after its start")
+
+    def selects(self, topic: str, key: str, deliver_at_ms: int) -> bool:
+        """Whether a message of ``topic`` and ``key`` due at ``deliver_at_ms`` is asked for."""
+        return (
+            (self.topic is None or topic == self.topic)
+            and (self.key is None or key == self.key)
+            and (self.from_ms is None or deliver_at_ms >= self.from_ms)
+            and (self.to_ms is None or deliver_at_ms < self.to_ms)
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ListRequest:
+        """Raises ValidationError for anything but a request's JSON."""
+        try:
+            return cls(**json.loads(text))
+        except (TypeError, ValueError) as exc:
+            raise ValidationError("request", "format", f"not a listing request: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    """A pending message as a listing shows it; ``where`` is ``state`` or ``outbox``."""
+
+    id: str
+    topic: str
+    key: str
+    deliver_at_ms: int
+    attempt: int
+    body_bytes: int
+    where: str
+
+    def to_json(self) -> dict[str, str | int]:
+        return {**asdict(self), "deliver_at": format_time(self.deliver_at_ms)}
+
+    def dumps(self) -> str:
+        """The row as JSON text, as a listing keeps it in Redis."""
+        return json.dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> PendingMessage:
+        fields = json.loads(text)
+        fields.pop("deliver_at", None)
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class ListingStatus:
+    """How far the scheduler is with a listing: ``state`` is ``queued``, ``scanning``
+    (``done`` of ``total`` tasks), ``done`` or ``failed`` (``error`` says why)."""
+
+    state: str
+    done: int = 0
+    total: int = 0
+    error: str = ""
+
+    def finished(self) -> bool:
+        """True once the rows are written. Raises SchedulerError if the scan failed."""
+        if self.state == "failed":
+            raise SchedulerError(f"the listing failed: {self.error}")
+        return self.state == "done"
+
+
+def by_due_time(rows: list[PendingMessage], limit: int) -> list[PendingMessage]:
+    """The first ``limit`` of ``rows`` by due time (then id)."""
+    return sorted(rows, key=lambda row: (row.deliver_at_ms, row.id))[:limit]
+
+
+#: How long a client waits for the scheduler to take up a listing (s).
+PICKUP_TIMEOUT_S = 30.0
+#: How often a client asks how far a listing is (s).
+LISTING_POLL_S = 0.1
+
+
+def check_listing_wait(status: ListingStatus, waited_s: float, timeout_s: float) -> None:
+    """Raise SchedulerError if a listing not finished after ``waited_s`` waited too long."""
+    if status.state == "queued" and waited_s > PICKUP_TIMEOUT_S:
+        raise SchedulerError(
+            f"no scheduler took the listing up within {PICKUP_TIMEOUT_S:.0f} s: "
+            "is `delayline run` running against this Redis?"
+        )
+    if status.state == "expired":
+        raise SchedulerError("the listing expired before it finished")
+    if waited_s > timeout_s:
+        raise SchedulerError(f"the listing did not finish within {timeout_s:.0f} s")

@@ -1,0 +1,63 @@
+"""The scheduler's side of listings: it takes requests, reports progress, writes rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from delayline.listing import ListRequest, PendingMessage
+from delayline.redis import keys
+from delayline.redis.connection import RedisConnection
+
+
+class Listings(RedisConnection):
+    """``delayline:listings`` as the running scheduler serves it."""
+
+    def next_request(self, timeout_s: float) -> tuple[str, ListRequest] | None:
+        """The oldest waiting request, or None after ``timeout_s``. A malformed one
+        is failed at once and skipped."""
+        popped = self._call(
+            "wait for a listing", lambda: self._redis.brpop([keys.LISTINGS], timeout_s)
+        )
+        if popped is None:
+            return None
+        value = popped[1]
+        text = value.decode() if isinstance(value, bytes) else value
+        listing_id, _, request = text.partition(" ")
+        try:
+            return listing_id, ListRequest.from_json(request)
+        except ValueError as exc:
+            self.fail(listing_id, str(exc))
+            return None
+
+    def report(self, listing_id: str, state: str, done: int, total: int) -> None:
+        """Record how far the listing's scan is (tasks ``done`` of ``total``)."""
+        self._call(
+            "report a listing's progress",
+            lambda: self._redis.hset(
+                keys.listing(listing_id), mapping={"state": state, "done": done, "total": total}
+            ),
+        )
+
+    def finish(self, listing_id: str, rows: Sequence[PendingMessage]) -> None:
+        """Write the rows, then mark the listing done, in one transaction."""
+
+        def write() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            rows_key = keys.listing(listing_id) + ":rows"
+            if rows:
+                pipe.rpush(rows_key, *(row.dumps() for row in rows))
+            pipe.expire(rows_key, keys.LISTING_TTL_S)
+            pipe.hset(keys.listing(listing_id), "state", "done")
+            pipe.expire(keys.listing(listing_id), keys.LISTING_TTL_S)
+            pipe.execute()
+
+        self._call("write a listing", write)
+
+    def fail(self, listing_id: str, error: str) -> None:
+        """Mark the listing failed, saying why."""
+        self._call(
+            "fail a listing",
+            lambda: self._redis.hset(
+                keys.listing(listing_id), mapping={"state": "failed", "error": error}
+            ),
+        )
