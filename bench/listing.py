@@ -88,7 +88,7 @@ def main(pending: int, port: int, repeats: int = 3) -> dict[str, Any]:
             results: dict[str, Any] = {}
             for name, query in queries.items():
                 median_s, found = timed(query, repeats)
-                results[name] = {"median_s": round(median_s, 2), "found": found}
+                results[name] = {"median_s": round(median_s, 3), "found": found}
         assert results["list by key"]["found"] == 1, results
         assert results["list the first 100"]["found"] == 100, results
         return {

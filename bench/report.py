@@ -459,6 +459,17 @@ def _without_batch_list(result: Any) -> Any:
     return result
 
 
+def listing_table(result: dict[str, Any] | None) -> str:
+    """The times of ``python -m bench listing``, a row per query."""
+    if not result:
+        return "*Not run.*"
+    rows = [
+        [name, f"{query['median_s'] * 1000:,.0f} ms", f"{query['found']:,}"]
+        for name, query in result["queries"].items()
+    ]
+    return f"**{result['pending']:,} pending**\n\n" + _rows(["query", "time", "found"], rows)
+
+
 def write(results: Path, docs: Path, notes: Path, extra: dict[str, Any]) -> Path:
     """Write docs/benchmarks.md and docs/img/*.png from the results in ``results``."""
     found = load(results)
@@ -492,6 +503,7 @@ def write(results: Path, docs: Path, notes: Path, extra: dict[str, Any]) -> Path
         "TABLE_RECOVERY": recovery_table(found),
         "TABLE_WALL": wall_table(found, plan),
         "REDIS": next(iter(found.values()))["redis"] if found else "-",
+        "LISTING_TABLE": listing_table(extra.get("listing")),
         **{key: json.dumps(_without_batch_list(value), indent=1) for key, value in extra.items()},
     }
     text = notes.read_text()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import math
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -95,8 +98,9 @@ def run_service(
         cleanup.callback(scheduler.stop)
         master = resolve_master(settings) or "the spark-submit master"
         echo(f"starting the scheduler on Spark {master} ...")
-        scheduler.start()
-        scheduler.wait_ready()
+        with ticking(echo, "spark     starting", _START_TICK_S):
+            scheduler.start()
+            scheduler.wait_ready()
         echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
         with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
             watch = _Watch(scheduler, client, server, progress_interval_s, echo)
@@ -104,6 +108,45 @@ def run_service(
                 watch.step()
         echo("stopping: letting the current batch finish ...")
     echo("stopped")
+
+
+#: How often ``delayline run`` says it is still starting Spark (s).
+_START_TICK_S = 5.0
+
+
+@contextmanager
+def ticking(echo: Callable[[str], None], label: str, every_s: float) -> Iterator[None]:
+    """Say ``label: <n> s`` every ``every_s`` seconds while the block runs: Spark's start
+    takes 20 s or more and says nothing itself.
+
+    While the JVM launches, this process's stdout points at Spark's log (see
+    ``children_write_to``): the ticks go to a duplicate of the console taken
+    first, or, where stdout is no file (a test's capture), through ``echo``.
+    """
+    try:
+        console = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        console = None
+    done = threading.Event()
+    began = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            line = f"{label}: {time.monotonic() - began:.0f} s"
+            if console is None:
+                echo(line)
+            else:
+                console.write(line + "\n")
+
+    thread = threading.Thread(target=tick, name="delayline-start-ticker", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        if console is not None:
+            console.close()
 
 
 def _wait_for_redis(

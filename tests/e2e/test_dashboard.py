@@ -148,3 +148,32 @@ def test_the_dashboard_plots_what_is_pending_and_shows_the_rejects(
     if SCREENSHOT:
         shutil.copyfile(screenshot, SCREENSHOT)
     assert not browser.find_element(By.ID, "error").text
+
+
+def test_the_http_api_lists_reschedules_and_cancels_by_key_with_a_running_scheduler(
+    default_service: Service, api_url: str
+) -> None:
+    topic = f"http.{uuid.uuid4().hex[:8]}"
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=api_url, headers=auth, timeout=60) as http:
+        for n, key in enumerate(("42", "42", "42", "7")):
+            body = {"topic": topic, "body": f"order-{n}", "delay_ms": 600_000 + n, "key": key}
+            assert http.post("/v1/messages", json=body).status_code == 201
+
+        def listed(key: str) -> list[str]:
+            response = http.get("/v1/pending/messages", params={"topic": topic, "key": key})
+            assert response.status_code == 200, response.text
+            return [message["id"] for message in response.json()["messages"]]
+
+        wait_for(lambda: len(listed("42")) == 3, 60, "the listing", [default_service.scheduler])
+        [other] = listed("7")
+        moved = http.patch(f"/v1/messages/{other}", json={"delay_ms": 1_000})
+        assert moved.status_code == 200, moved.text
+        doomed = listed("42")
+        cancelled = http.delete("/v1/messages", params={"topic": topic, "key": "42"})
+        assert cancelled.json() == {"cancelled": 3}
+        states = [http.get(f"/v1/messages/{message_id}").json()["state"] for message_id in doomed]
+        assert states == ["cancelled"] * 3
+        wait_for(lambda: default_service.raw.xlen(topic) == 1, 30, "the moved delivery")
+        [(_, fields)] = default_service.raw.xrange(topic)
+        assert fields[b"id"].decode() == moved.json()["id"]

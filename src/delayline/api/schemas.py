@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
@@ -22,7 +22,46 @@ from delayline.validation import Limits
 MAX_BATCH = 10_000
 
 
-class MessageIn(BaseModel):
+class When(TypedDict):
+    """The SDK's arguments for when a message is due."""
+
+    delay: int | None
+    deliver_at: int | None
+    level: int | None
+
+
+class WhenIn(BaseModel):
+    """When a message is due: at most one of ``delay_ms``, ``deliver_at`` (RFC 3339 with
+    an offset, or epoch ms) and ``level``; none of the three means now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delay_ms: StrictInt | None = Field(
+        default=None, examples=[1_800_000], json_schema_extra={"minimum": 0}
+    )
+    deliver_at: StrictInt | StrictStr | None = Field(
+        default=None, examples=["2026-12-01T09:00:00Z", 1_796_115_600_000]
+    )
+    level: StrictInt | None = Field(
+        default=None,
+        description="RocketMQ delay level 1..18.",
+        json_schema_extra={"minimum": 1, "maximum": 18},
+    )
+
+    def when(self) -> When:
+        """The SDK's ``delay``, ``deliver_at`` and ``level``. Raises ValidationError for
+        a time that is not RFC 3339."""
+        deliver_at = self.deliver_at
+        if isinstance(deliver_at, str):
+            deliver_at = timing.parse_time_ms(deliver_at)
+        return {"delay": self.delay_ms, "deliver_at": deliver_at, "level": self.level}
+
+
+class RescheduleIn(WhenIn):
+    """A new time for a pending message."""
+
+
+class MessageIn(WhenIn):
     """A message to schedule. Give ``body`` (UTF-8 text) or ``body_b64``, and at most one
     of ``delay_ms``, ``deliver_at`` (RFC 3339 with an offset, or epoch ms) and ``level``;
     none of the three means now."""
@@ -36,17 +75,6 @@ class MessageIn(BaseModel):
     )
     body: StrictStr | None = Field(default=None, examples=["order-42"])
     body_b64: StrictStr | None = Field(default=None, description="The body, base64-encoded.")
-    delay_ms: StrictInt | None = Field(
-        default=None, examples=[1_800_000], json_schema_extra={"minimum": 0}
-    )
-    deliver_at: StrictInt | StrictStr | None = Field(
-        default=None, examples=["2026-12-01T09:00:00Z", 1_796_115_600_000]
-    )
-    level: StrictInt | None = Field(
-        default=None,
-        description="RocketMQ delay level 1..18.",
-        json_schema_extra={"minimum": 1, "maximum": 18},
-    )
     key: StrictStr | None = None
     headers: dict[StrictStr, StrictStr] | None = None
 
@@ -63,47 +91,15 @@ class MessageIn(BaseModel):
                 raise ValidationError(
                     "body_b64", "base64", "body_b64 is not valid base64"
                 ) from None
-        deliver_at = self.deliver_at
-        if isinstance(deliver_at, str):
-            deliver_at = timing.parse_time_ms(deliver_at)
         return Message.create(
             self.topic,
             body,
             now_ms=now_ms,
             limits=limits,
-            delay=self.delay_ms,
-            deliver_at=deliver_at,
-            level=self.level,
             key=self.key,
             headers=self.headers,
+            **self.when(),
         )
-
-
-class RescheduleIn(BaseModel):
-    """A new time for a pending message: at most one of ``delay_ms``, ``deliver_at``
-    (RFC 3339 with an offset, or epoch ms) and ``level``; none of the three means now."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    delay_ms: StrictInt | None = Field(
-        default=None, examples=[600_000], json_schema_extra={"minimum": 0}
-    )
-    deliver_at: StrictInt | StrictStr | None = Field(
-        default=None, examples=["2026-12-01T09:00:00Z", 1_796_115_600_000]
-    )
-    level: StrictInt | None = Field(
-        default=None,
-        description="RocketMQ delay level 1..18.",
-        json_schema_extra={"minimum": 1, "maximum": 18},
-    )
-
-    def when(self) -> dict[str, int | None]:
-        """The SDK's ``delay``, ``deliver_at`` and ``level``. Raises ValidationError for
-        a time that is not RFC 3339."""
-        deliver_at = self.deliver_at
-        if isinstance(deliver_at, str):
-            deliver_at = timing.parse_time_ms(deliver_at)
-        return {"delay": self.delay_ms, "deliver_at": deliver_at, "level": self.level}
 
 
 class RescheduledOut(BaseModel):
