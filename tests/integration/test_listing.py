@@ -28,7 +28,7 @@ def test_a_listing_merges_the_state_and_the_outbox_by_due_time(
     near = [
         client.send("a", b"xy", delay=timedelta(seconds=30 + n), key=f"k{n % 2}") for n in range(4)
     ]
-    client.send("b", b"z", delay=timedelta(seconds=31))
+    client.send("b", b"z", delay=timedelta(seconds=45))  # after the first two of "a"
     held = PendingMessage("01STATE", "a", "k0", now_ms() + 30_500, 2, 7, "state")
     server = answer(redis_url, [held])
     progress: list[tuple[int, int]] = []
