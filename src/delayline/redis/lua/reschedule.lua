@@ -15,22 +15,18 @@ local journal_ttl = tonumber(ARGV[2])
 local rejects_key = KEYS[7]
 local box, inbound_key, config_key = {KEYS[1], KEYS[2], KEYS[3]}, KEYS[4], KEYS[8]
 --! include delivery.lua
+--! include cancel_request.lua
 local id, due, new_id, new_due = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local minute = math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS})
-local suffix = string.format('%d', minute)
+local suffix = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
 local settled = redis.call('HGET', '${JOURNAL_PREFIX}' .. suffix, id)
 if settled then return {'settled', settled} end
-local requests = '${CANCELS_PREFIX}' .. suffix
-local requested = redis.call('HGET', requests, id)
+local requested = redis.call('HGET', '${CANCELS_PREFIX}' .. suffix, id)
 if requested then return {'requested', requested} end
-redis.call('HSET', requests, id, now .. ':' .. new_id .. ':' .. new_due)
-redis.call('PEXPIREAT', requests, (minute + 1) * ${JOURNAL_BUCKET_MS} + tonumber(ARGV[1]))
+request_cancel(id, due, '', new_id .. ':' .. new_due, now, tonumber(ARGV[1]))
 if deliver_waiting(box[2], id) then
   redis.call('ZREM', box[1], id)
   redis.call('HDEL', box[2], id)
 else
-  redis.call('HSET', requests, '~' .. id, '')
-  pending_change(due, '', 0, 1, -1)
   redis.call('XADD', inbound_key, '*', unpack(ARGV, 8, 7 + 2 * tonumber(ARGV[7])))
 end
 flush_counts(KEYS[5], KEYS[6])
