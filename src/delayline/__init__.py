@@ -12,6 +12,7 @@ from delayline.__about__ import __version__
 from delayline.async_client import AsyncClient, AsyncDelivery
 from delayline.client import Client, Delivery
 from delayline.errors import (
+    ClusterError,
     ConfigurationError,
     ConnectError,
     DecodeError,
@@ -37,6 +38,7 @@ __all__ = [
     "AsyncDelivery",
     "Cancel",
     "Client",
+    "ClusterError",
     "ConfigurationError",
     "ConnectError",
     "DecodeError",

@@ -7,6 +7,7 @@ configuration, 1 for anything else; never a traceback.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import signal
 import sys
@@ -693,3 +694,92 @@ def levels() -> None:
     for level, delay_ms in enumerate(timing.LEVELS_MS, start=1):
         retry = str(level - retries) if level > retries else "-"
         click.echo(f"{level:>5}  {timing.format_duration(delay_ms):<6}  {retry:>5}")
+
+
+#: Where ``delayline cluster`` keeps its record, logs and work directories.
+DEFAULT_CLUSTER_DIR = Path("delayline-data") / "cluster"
+
+cluster_dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_CLUSTER_DIR,
+    show_default=True,
+    help="The cluster's record, logs and work directories.",
+)
+
+
+@main.group()
+def cluster() -> None:
+    """A Spark standalone cluster on this machine: a Master and Workers, from the
+    spark-class that pyspark ships.
+
+    \b
+    Example:
+      delayline cluster up --workers 2
+      delayline run --master spark://127.0.0.1:7077 --redis-url redis://127.0.0.1:6379/0
+      delayline cluster down
+    """
+
+
+@main.command()
+def entrypoint() -> None:
+    """Print the path of the CLI's entry point, for spark-submit to run.
+
+    \b
+    Example:
+      spark-submit --master spark://master:7077 "$(delayline entrypoint)" run --redis-url ...
+    """
+    spec = importlib.util.find_spec("delayline.__main__")
+    assert spec is not None  # this very package
+    click.echo(spec.origin)
+
+
+@cluster.command("up")
+@cluster_dir_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address of every process.")
+@click.option("--port", default=7077, show_default=True, help="The Master's port.")
+@click.option("--webui-port", default=8080, show_default=True, help="The Master's web UI port.")
+@click.option("--workers", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--cores", type=click.IntRange(1), default=1, show_default=True,
+              help="Cores each Worker offers.")  # fmt: skip
+@click.option("--memory", default="1g", show_default=True, help="Memory each Worker offers.")
+@one_line_errors
+def cluster_up(directory: Path, **spec: Any) -> None:
+    """Start the Master and the Workers, and wait until every Worker is alive."""
+    with server_extra("cluster up"):
+        from delayline.scheduler import standalone
+
+    running = standalone.up(standalone.ClusterSpec(directory, **spec))
+    click.echo(f"master    {running.master_url}")
+    each = f"{spec['cores']} core(s) and {spec['memory']}"
+    click.echo(f"workers   {spec['workers']}, each with {each}")
+    click.echo(f"web ui    {running.webui_url}")
+    click.echo(f"run       delayline run --master {running.master_url} --redis-url ...")
+    click.echo(f"stop      delayline cluster down --dir {directory}")
+
+
+@cluster.command("down")
+@cluster_dir_option
+@one_line_errors
+def cluster_down(directory: Path) -> None:
+    """Stop the cluster started from --dir, its executors too."""
+    from delayline.scheduler import standalone
+
+    click.echo(f"stopped   {standalone.down(directory)} processes")
+
+
+@cluster.command("status")
+@cluster_dir_option
+@one_line_errors
+def cluster_status(directory: Path) -> None:
+    """What the Master says: its state, the Workers alive, cores in use, applications."""
+    from delayline.scheduler import standalone
+
+    running = standalone.RunningCluster.recorded_in(directory)
+    state = running.state()
+    apps = ", ".join(app.get("name", "?") for app in state.get("activeapps", [])) or "none"
+    click.echo(f"master    {running.master_url} ({state.get('status')})")
+    click.echo(f"workers   {state.get('aliveworkers')} alive")
+    click.echo(f"cores     {state.get('coresused')} of {state.get('cores')} in use")
+    click.echo(f"apps      {apps}")

@@ -12,6 +12,7 @@
     ├── TransportError             Redis (or another broker) failed
     │   └── ConnectError       it could not be reached at all
     └── SchedulerError             the Spark query failed or stopped
+        └── ClusterError           a standalone Spark cluster did not start or is not there
 
 Foreign exceptions (redis-py, py4j) are translated at the boundary with
 ``raise ... from exc``; only the CLI and the HTTP layer turn these into exit or
@@ -96,3 +97,7 @@ class ConnectError(TransportError):
 
 class SchedulerError(DelaylineError):
     """The scheduling query failed or stopped unexpectedly."""
+
+
+class ClusterError(SchedulerError):
+    """A standalone Spark cluster (``delayline cluster``) did not start, or none is there."""

@@ -175,13 +175,34 @@ def test_levels() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["run", "api", "send", "cancel", "status", "tail", "stats", "levels"]
+    "command",
+    ["run", "api", "send", "cancel", "status", "tail", "stats", "levels", "cluster", "entrypoint"],
 )
 def test_every_command_has_help_with_an_example(command: str) -> None:
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0
     assert "Example:" in result.output
     assert f"delayline {command}" in result.output
+
+
+def test_the_entry_point_runs_as_a_file() -> None:
+    # As spark-submit runs it: its directory first on sys.path, where the
+    # subpackage delayline.redis could shadow redis-py.
+    path = CliRunner().invoke(main, ["entrypoint"]).output.strip()
+    assert Path(path).name == "__main__.py"
+    completed = subprocess.run(
+        [sys.executable, path, "levels"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("level  delay")
+
+
+@pytest.mark.parametrize("command", ["down", "status"])
+def test_cluster_commands_without_a_cluster_say_so(command: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["cluster", command, "--dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "error: no cluster was started from" in result.output
+    assert str(tmp_path.name) in result.output
 
 
 def test_api_command_serves_until_sigterm(redis_url: str) -> None:

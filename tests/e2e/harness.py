@@ -105,9 +105,12 @@ class SchedulerProcess:
     ``TAG_VARIABLE`` is swept up at the end.
     """
 
-    def __init__(self, args: Sequence[str]) -> None:
+    def __init__(
+        self, args: Sequence[str], launcher: Sequence[str] = (sys.executable, "-m", "delayline")
+    ) -> None:
+        """``launcher``: what runs the CLI (``spark-submit ... <entry point>``, say)."""
         check_hermetic(args)
-        self.args = [sys.executable, "-m", "delayline", "run", "--progress-interval", "1", *args]
+        self.args = [*launcher, "run", "--progress-interval", "1", *args]
         self.lines: list[str] = []
         self.process: subprocess.Popen[str] | None = None
         self.token = uuid.uuid4().hex

@@ -395,3 +395,35 @@ def test_async_follow_sees_only_new_entries(redis_url: str, raw_redis: redis.Red
             return (await asyncio.wait_for(first, 10)).id
 
     assert asyncio.run(scenario()) == fresh
+
+
+def test_a_consumer_waits_longer_than_redis_pys_default_read_timeout(redis_url: str) -> None:
+    # redis-py 8 gives up on a reply after 5 s unless told otherwise: a
+    # consumer blocked on an idle topic for longer must keep waiting, not take
+    # it for Redis being away (no patience: that would retry the read).
+    client = Client(redis_url, patience_ms=0)
+    shipped = {topic: new_message_id(now_ms()) for topic in ("idle", "idle-async")}
+    seen: dict[str, str] = {}
+
+    def consume() -> None:
+        seen["idle"] = next(client.consume("idle", "g", block_ms=9_000)).id
+
+    async def consume_async() -> None:
+        async with AsyncClient(redis_url, patience_ms=0) as sdk:
+            seen["idle-async"] = (await anext(sdk.consume("idle-async", "g", block_ms=9_000))).id
+
+    def ship() -> None:
+        for topic, message_id in shipped.items():
+            sink(redis_url, delivered(message_id, topic=topic))
+
+    timer = threading.Timer(6.0, ship)
+    waiter = threading.Thread(target=consume)
+    timer.start()
+    waiter.start()
+    try:
+        asyncio.run(consume_async())
+        waiter.join(10)
+    finally:
+        timer.cancel()
+        client.close()
+    assert seen == shipped

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from delayline.errors import ConfigurationError
-from delayline.scheduler.session import java_major_version
+from delayline.scheduler.java import java_major_version
 from delayline.scheduler.settings import (
     SchedulerSettings,
     data_dir_lock,

@@ -23,6 +23,10 @@ from delayline.plans import Command
 #: How long a call keeps retrying a Redis that cannot serve (loading its data,
 #: unreachable, refusing writes it cannot persist) before raising ConnectError (ms).
 DEFAULT_PATIENCE_MS = 5_000
+#: How long a reply may take (s); None: as long as the command blocks. redis-py 8
+#: reads with a 5 s timeout by default, which a consumer's XREADGROUP BLOCK of
+#: 5 s or more outlasts: it would take an idle topic for Redis being away.
+READ_TIMEOUT_S: float | None = None
 #: The first wait between such retries (s); it doubles up to MAX_BACKOFF_S.
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0
@@ -132,7 +136,11 @@ class RedisConnection:
         (``None``: until it can). Raises ValueError for a malformed URL.
         """
         client = redis.Redis.from_url(
-            url, socket_connect_timeout=5, health_check_interval=30, retry=no_retries()
+            url,
+            socket_connect_timeout=5,
+            socket_timeout=READ_TIMEOUT_S,
+            health_check_interval=30,
+            retry=no_retries(),
         )
         return cls(client, patience_ms=patience_ms)
 
@@ -192,7 +200,10 @@ class AsyncRedisConnection:
     ) -> Self:
         """As :meth:`RedisConnection.from_url`, for asyncio."""
         client = redis.asyncio.Redis.from_url(
-            url, socket_connect_timeout=5, retry=redis.asyncio.retry.Retry(NoBackoff(), 0)
+            url,
+            socket_connect_timeout=5,
+            socket_timeout=READ_TIMEOUT_S,
+            retry=redis.asyncio.retry.Retry(NoBackoff(), 0),
         )
         return cls(client, patience_ms=patience_ms)
 

@@ -43,7 +43,9 @@ class EmbeddedRedis:
     """A redis-server child process bound to ``127.0.0.1:port`` with its files in ``data_dir``."""
 
     def __init__(self, data_dir: Path, port: int = DEFAULT_REDIS_PORT) -> None:
-        self.data_dir = Path(data_dir)
+        # Absolute: Redis enters --dir before it opens --logfile, so a relative
+        # log path (the default data directory is) would name a file in there.
+        self.data_dir = Path(data_dir).resolve()
         self.port = port
         self._process: subprocess.Popen[bytes] | None = None
 
