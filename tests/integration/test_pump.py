@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -9,6 +10,8 @@ import pytest
 import redis
 
 from delayline import Client
+from delayline.redis import keys
+from delayline.redis.store import DeliveryStore
 from delayline.scheduler.pump import Pump
 from tests.support import wait_for
 
@@ -52,3 +55,22 @@ def test_the_bell_wakes_an_idle_pump_for_a_message_due_soon(
         # Never early; and not a nap late: a pump that waited out its nap of up to
         # 1 s would be 300 ms late or more two times in three.
         assert 0 <= late_ms < 300
+
+
+@pytest.mark.parametrize("timeout_s", [0.0004, 0.001, 0.0015])
+def test_a_nap_shorter_than_redis_counts_still_ends(
+    timeout_s: float, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    # Redis truncates a blocking timeout to whole ms, and 0 means for ever: the
+    # pump, napping (gap - 200 ms) before an entry due 201 ms ahead, would have
+    # slept through it and every later one until the bell rang again.
+    store = DeliveryStore.from_url(redis_url, patience_ms=0)
+    napper = threading.Thread(target=store.wait_for_bell, args=(timeout_s,), daemon=True)
+    napper.start()
+    napper.join(2)
+    blocked = napper.is_alive()
+    if blocked:
+        raw_redis.lpush(keys.OUTBOX_BELL, 1)  # free the thread, whatever the verdict
+        napper.join(2)
+    store.close()
+    assert not blocked, f"wait_for_bell({timeout_s}) still blocked after 2 s"

@@ -27,6 +27,10 @@ DEFAULT_PATIENCE_MS = 5_000
 #: reads with a 5 s timeout by default, which a consumer's XREADGROUP BLOCK of
 #: 5 s or more outlasts: it would take an idle topic for Redis being away.
 READ_TIMEOUT_S: float | None = None
+#: Redis reads a blocking command's timeout in seconds and truncates it to whole
+#: ms: under 1 ms, and 0.001 itself (long double arithmetic), it means "block for
+#: ever". Every timeout we give BLPOP or BRPOP is at least this (s).
+MIN_BLOCK_S = 0.01
 #: The first wait between such retries (s); it doubles up to MAX_BACKOFF_S.
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from delayline.listing import ListRequest, PendingMessage
 from delayline.redis import keys
-from delayline.redis.connection import RedisConnection
+from delayline.redis.connection import MIN_BLOCK_S, RedisConnection
 
 
 class Listings(RedisConnection):
@@ -16,7 +16,8 @@ class Listings(RedisConnection):
         """The oldest waiting request, or None after ``timeout_s``. A malformed one
         is failed at once and skipped."""
         popped = self._call(
-            "wait for a listing", lambda: self._redis.brpop([keys.LISTINGS], timeout_s)
+            "wait for a listing",
+            lambda: self._redis.brpop([keys.LISTINGS], max(timeout_s, MIN_BLOCK_S)),
         )
         if popped is None:
             return None

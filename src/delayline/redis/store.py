@@ -17,7 +17,7 @@ import redis
 from delayline import ids
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.redis import keys, scripts
-from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
+from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
 from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, SinkRow
 from delayline.timing import now_ms
 
@@ -167,6 +167,7 @@ class DeliveryStore(RedisConnection):
         Redis times a blocked call out on its own cron (every 100 ms by default),
         so it may return that much later than asked.
         """
+        timeout_s = max(timeout_s, MIN_BLOCK_S)
         self._call("wait for the outbox", lambda: self._redis.blpop([keys.OUTBOX_BELL], timeout_s))
 
     def publish_horizon(self, horizon_ms: int) -> None:
