@@ -13,6 +13,7 @@ python -m bench pump                  # pump throughput, Redis time per message 
 python -m bench floor                 # PSS of the query's process model doing nothing (~1 min)
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
+python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
 
 ``run`` prints its plan with an estimate of each step's wall time before it
 starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own
@@ -220,6 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     listing.add_argument("--port", type=int, default=16396)
     listing.add_argument("--out", type=Path, default=RESULTS / "listing.json")
 
+    scaling = commands.add_parser("scaling", help="capacity on three Spark deployments")
+    scaling.add_argument("--quick", action="store_true", help="a smoke test (about 4 min)")
+    scaling.add_argument("--deployments", default="local-cluster-1,local-cluster-2,standalone-2",
+                         help="comma-separated")  # fmt: skip
+    scaling.add_argument("--steps", default="capacity,absorb", help="comma-separated")
+    scaling.add_argument("--out", type=Path, default=None,
+                         help="results directory [default: bench/results/scaling]")  # fmt: skip
+
     report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
     report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
     report_cmd.add_argument("--docs", type=Path, default=DOCS)
@@ -266,6 +275,20 @@ def main(argv: list[str] | None = None) -> int:
                 quick=args.quick, seed=args.seed, messages=args.messages, pending=args.pending
             ),
         )
+    if args.command == "scaling":
+        from bench import scaling as scaling_run  # starts clusters and delayline run
+
+        deployments = args.deployments.split(",")
+        unknown = sorted(set(deployments) - set(scaling_run.DEPLOYMENTS))
+        if unknown:
+            parser.error(f"unknown deployments: {', '.join(unknown)}")
+        out = args.out or RESULTS / ("scaling-quick" if args.quick else "scaling")
+        steps = args.steps.split(",")
+        if sorted(set(steps) - set(scaling_run.STEPS)):
+            parser.error(f"unknown steps: {', '.join(sorted(set(steps) - set(scaling_run.STEPS)))}")
+        result = scaling_run.main(args.quick, out, deployments, steps)
+        print(json.dumps(result, indent=2))
+        return 0
     if args.command == "send-many":
         from bench import send_many
 

@@ -118,6 +118,11 @@ def headline(result: dict[str, Any]) -> str:
             for step in result["steps"]
         )
         return f"capacity {result['capacity']:g}/s [{steps}] {wall}"
+    if result["workload"] == "absorb":
+        return (
+            f"{result['absorbed_per_s']:,.0f} msg/s absorbed, "
+            f"{result['cpu_per_1k_msg_s']} cores per 1,000 msg/s {wall}"
+        )
     if result["workload"] == "idle":
         return (
             f"{result['cpu_cores']:.3f} cores, PSS {result['pss_mb']:,.0f} MB, "
