@@ -77,16 +77,32 @@ class ClientBase:
     def __init__(self, *, limits: Limits | None, status_retention_ms: int) -> None:
         self.limits = limits or Limits()
         self.status_retention_ms = status_retention_ms
+        #: The scheduler's inbound shards, once it has published them (pinned: kept).
+        self._inbound_shards: int | None = None
 
     def _send_plan(self, topic: str, body: bytes | str, **arguments: Any) -> Plan[list[str]]:
         message = Message.create(
             topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments
         )
-        return producing.send([message])
+        return self._sends_plan([message])
 
     def _send_many_plan(self, messages: Iterable[Mapping[str, Any] | Message]) -> Plan[list[str]]:
         batch = message_batch(messages, now_ms=timing.now_ms(), limits=self.limits)
-        return producing.send(batch)
+        return self._sends_plan(batch)
+
+    def _sends_plan(self, messages: list[Message]) -> Plan[list[str]]:
+        """Send ``messages`` over the scheduler's inbound shards, read first if not known."""
+        if self._inbound_shards is not None:
+            return producing.send(messages, inbound_shards=self._inbound_shards)
+        learn = producing.inbound_shards()
+
+        def then(replies: list[Any]) -> Plan[list[str]]:
+            shards = learn.parse(replies)
+            assert not isinstance(shards, Plan)
+            self._inbound_shards = shards
+            return producing.send(messages, inbound_shards=shards or 1)
+
+        return Plan(learn.commands, then, "send messages")
 
     def _cancel_plan(self, message_id: str) -> Plan[bool]:
         return producing.cancel(

@@ -66,7 +66,8 @@ def deliver_at_ms_of(message_id: str) -> int:
 
 
 def shard_of(message_id: str, shards: int) -> int:
-    """The shard (0..shards-1) of a message within its time slot.
+    """The shard (0..shards-1) of a message: within its time slot, and among the
+    inbound streams.
 
     A stable hash (CRC-32), so every process and every restart agrees.
     """

@@ -327,8 +327,11 @@ def send_workload(
     burst: int = 300,
     malformed: int = 20,
     seed: int = 7,
+    inbound_shards: int = 1,
 ) -> Workload:
-    """Send the standard workload straight to the inbound stream.
+    """Send the standard workload straight to the inbound stream; with
+    ``inbound_shards``, each record of a message to its shard's stream, and one
+    send in four to the default stream, as a producer that does not know them.
 
     ``total`` messages with delays spread over 0..max_delay_ms, ``burst`` of them
     due at the same millisecond, 10% cancelled (a few of them cancelled *before*
@@ -367,8 +370,11 @@ def send_workload(
     workload.malformed = bad_records(malformed, now)
     records[len(records) // 2 : len(records) // 2] = workload.malformed
     pipe = raw.pipeline(transaction=False)
-    for record in records:
-        pipe.xadd(keys.INBOUND, dict(record))  # type: ignore[arg-type]
+    for n, record in enumerate(records):
+        claimed = record.get(b"id", b"").decode("ascii", "replace")
+        sharded = inbound_shards > 1 and n % 4 and ids.is_message_id(claimed)
+        stream = keys.inbound_for(claimed, inbound_shards) if sharded else keys.INBOUND
+        pipe.xadd(stream, dict(record))  # type: ignore[arg-type]
     pipe.execute()
     raw.close()
     return workload

@@ -50,12 +50,15 @@ def test_exactly_once_on_a_standalone_cluster_that_loses_a_worker(
     args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir),
             "--master", cluster.master_url, "--partitions", "4",
             # A short horizon: most messages wait in the state, on the executors.
-            "--lead-ms", "1000"]  # fmt: skip
+            "--lead-ms", "1000",
+            # Two inbound shards: the records of three messages in four go to their
+            # shard's stream, a source partition of its own.
+            "--inbound-shards", "2"]  # fmt: skip
     with SchedulerProcess(args) as process:
         assert f"starting the scheduler on Spark {cluster.master_url}" in process.output
         assert cluster.state()["coresused"] == 2, "the application runs on both Workers"
         workload = send_workload(
-            own_redis.url, total=600, max_delay_ms=20_000, burst=100, malformed=5
+            own_redis.url, total=600, max_delay_ms=20_000, burst=100, malformed=5, inbound_shards=2
         )
         wait_for(lambda: delivered(own_raw) >= 100, 60, "deliveries before the kill", [process])
         # The Worker goes, and its executor with it (it watches its Worker):

@@ -15,10 +15,20 @@ from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS
 
 
-def send(messages: list[Message]) -> Plan[list[str]]:
+def inbound_shards() -> Plan[int | None]:
+    """How many inbound shards the scheduler reads, as it published them; None before
+    one has (a producer then writes to the default stream, which is always read)."""
+
+    def parse(replies: list[Any]) -> int | None:
+        return None if replies[0] is None else int(replies[0])
+
+    return Plan([("HGET", keys.CONFIG, "inbound_shards")], parse, "read the scheduler's config")
+
+
+def send(messages: list[Message], *, inbound_shards: int = 1) -> Plan[list[str]]:
     """Schedule the messages, all or none: each one due within the scheduler's horizon
-    straight into the outbox, every other one onto the inbound stream."""
-    commands = schedule(messages)
+    straight into the outbox, every other one onto its inbound stream."""
+    commands = schedule(messages, inbound_shards=inbound_shards)
     return Plan(
         commands, lambda _: [message.id for message in messages], "send messages", transaction=True
     )
@@ -171,8 +181,9 @@ NEAR_PER_CALL = 200
 NEAR_BYTES_PER_CALL = 8 * 1024 * 1024
 
 
-def schedule(messages: list[Message]) -> list[Command]:
-    """The commands that schedule ``messages``: XADD to the inbound stream, or, for those
+def schedule(messages: list[Message], *, inbound_shards: int = 1) -> list[Command]:
+    """The commands that schedule ``messages``: XADD to the inbound stream of their shard
+    (:func:`keys.inbound_for`: one of ``inbound_shards``), or, for those
     due within HORIZON_MS of their ``sent_at_ms``, the outbox script (which checks again,
     by Redis's clock and against the horizon the scheduler published), up to
     NEAR_PER_CALL of them a call, loaded before those calls in the same transaction.
@@ -185,7 +196,7 @@ def schedule(messages: list[Message]) -> list[Command]:
     near: list[Mapping[bytes, bytes]] = []
     for message in messages:
         if message.deliver_at_ms - message.sent_at_ms > HORIZON_MS:
-            commands.append(xadd(keys.INBOUND, message.to_record()))
+            commands.append(xadd(keys.inbound_for(message.id, inbound_shards), message.to_record()))
         else:
             near.append(message.to_record())
     if near:

@@ -23,7 +23,8 @@ StreamEntry = tuple[bytes, dict[bytes, bytes]]
 
 
 class InboundStream(RedisConnection):
-    """``delayline:inbound`` as the scheduler's source reads it, and what goes with it."""
+    """The inbound streams as the scheduler's source reads them (``stream``: which
+    one, ``delayline:inbound`` unless said), and what goes with them."""
 
     def __init__(
         self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
@@ -35,29 +36,29 @@ class InboundStream(RedisConnection):
 
     # -- the stream ---------------------------------------------------------------------------
 
-    def last_id_within(self, after_id: str, max_rows: int) -> str | None:
+    def last_id_within(
+        self, after_id: str, max_rows: int, *, stream: str = keys.INBOUND
+    ) -> str | None:
         """The id of the ``max_rows``-th entry after ``after_id``, or the newest one.
 
         The newest may be ``after_id`` itself or older; None if the stream is empty.
         """
         entry_id = self._call(
             "read the inbound stream",
-            lambda: self._last_id_within(keys=[keys.INBOUND], args=[after_id, max_rows]),
+            lambda: self._last_id_within(keys=[stream], args=[after_id, max_rows]),
         )
         return entry_id.decode() if entry_id else None
 
-    def last_id(self) -> str | None:
+    def last_id(self, *, stream: str = keys.INBOUND) -> str | None:
         """The id of the newest entry, or None if the stream is empty."""
         newest = cast(
             list[StreamEntry],
-            self._call(
-                "read the inbound stream", lambda: self._redis.xrevrange(keys.INBOUND, count=1)
-            ),
+            self._call("read the inbound stream", lambda: self._redis.xrevrange(stream, count=1)),
         )
         return newest[0][0].decode() if newest else None
 
     def read(
-        self, after_id: str, upto_id: str, page_size: int = 500
+        self, after_id: str, upto_id: str, page_size: int = 500, *, stream: str = keys.INBOUND
     ) -> Iterator[tuple[str, dict[bytes, bytes]]]:
         """Entries with ``after_id < id <= upto_id``, in order, fetched a page at a time.
 
@@ -68,7 +69,7 @@ class InboundStream(RedisConnection):
         while True:
             page = self._call(
                 "read the inbound stream",
-                functools.partial(self._xrange, cursor, upto_id, page_size),
+                functools.partial(self._xrange, stream, cursor, upto_id, page_size),
             )
             for entry_id, fields in page:
                 yield entry_id.decode(), fields
@@ -76,17 +77,15 @@ class InboundStream(RedisConnection):
                 return
             cursor = "(" + page[-1][0].decode()
 
-    def _xrange(self, first: str, last: str, count: int) -> list[StreamEntry]:
-        return cast(list[StreamEntry], self._redis.xrange(keys.INBOUND, first, last, count=count))
+    def _xrange(self, stream: str, first: str, last: str, count: int) -> list[StreamEntry]:
+        return cast(list[StreamEntry], self._redis.xrange(stream, first, last, count=count))
 
-    def trim(self, upto_id: str) -> None:
+    def trim(self, upto_id: str, *, stream: str = keys.INBOUND) -> None:
         """Drop entries up to and including ``upto_id``: they are committed."""
         ms, seq = upto_id.split("-")
         self._call(
             "trim the inbound stream",
-            lambda: self._redis.xtrim(
-                keys.INBOUND, minid=f"{ms}-{int(seq) + 1}", approximate=False
-            ),
+            lambda: self._redis.xtrim(stream, minid=f"{ms}-{int(seq) + 1}", approximate=False),
         )
 
     # -- what the source records --------------------------------------------------------------

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from delayline import ids
+
 #: Producers append send and cancel records here; the scheduler trims what it has committed.
+#: With inbound shards (``--inbound-shards N``, N > 1) it is still read: the default
+#: stream for any producer that does not spread its records (see :func:`inbound_streams`).
 INBOUND = "delayline:inbound"
 #: Every record the scheduler refused, with its original fields and a ``reason``.
 REJECTS = "delayline:rejects"
@@ -21,7 +25,7 @@ OUTBOX_BELL = "delayline:outbox:bell"
 #: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms,
 #: updated_at_ms, and settled_at_ms (when the source last found nothing to do).
 HEARTBEAT = "delayline:heartbeat"
-#: What the running scheduler tells producers (hash): ``horizon_ms``.
+#: What the running scheduler tells producers (hash): ``horizon_ms``, ``inbound_shards``.
 CONFIG = "delayline:config"
 #: When the scheduler's state has a timer due (sorted set of epoch ms, scored alike):
 #: the source runs a batch only for new input or a due timer, never idle.
@@ -43,6 +47,28 @@ LISTING_TTL_S = 600
 JOURNAL_BUCKET_MS = 60_000
 #: How long sink and ingest markers outlive their last write (7 days, in s).
 MARKER_TTL_S = 7 * 24 * 3600
+
+
+def inbound_shard(shard: int) -> str:
+    """Inbound stream ``shard`` of a sharded inbound: ``delayline:inbound:{<shard>}``,
+    the braces a Redis Cluster hash tag, so that each shard's keys can share a slot."""
+    return f"{INBOUND}:{{{shard}}}"
+
+
+def inbound_streams(inbound_shards: int) -> list[str]:
+    """Every inbound stream the scheduler reads: INBOUND, then, with more than one
+    shard, each shard's (:func:`inbound_shard`)."""
+    if inbound_shards <= 1:
+        return [INBOUND]
+    return [INBOUND, *(inbound_shard(shard) for shard in range(inbound_shards))]
+
+
+def inbound_for(message_id: str, inbound_shards: int) -> str:
+    """The inbound stream a producer appends ``message_id``'s send to: its shard's,
+    chosen by a stable hash of the id, or INBOUND without shards."""
+    if inbound_shards <= 1:
+        return INBOUND
+    return inbound_shard(ids.shard_of(message_id, inbound_shards))
 
 
 def journal(deliver_at_ms: int) -> str:

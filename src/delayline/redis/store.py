@@ -170,11 +170,15 @@ class DeliveryStore(RedisConnection):
         timeout_s = max(timeout_s, MIN_BLOCK_S)
         self._call("wait for the outbox", lambda: self._redis.blpop([keys.OUTBOX_BELL], timeout_s))
 
-    def publish_horizon(self, horizon_ms: int) -> None:
-        """Tell producers the scheduler's horizon: sends due within it go to the outbox."""
+    def publish_config(self, horizon_ms: int, inbound_shards: int) -> None:
+        """Tell producers the scheduler's horizon (sends due within it go to the outbox)
+        and how many inbound shards it reads (sends spread over them)."""
         self._call(
-            "publish the horizon",
-            lambda: self._redis.hset(keys.CONFIG, "horizon_ms", horizon_ms),
+            "publish the config",
+            lambda: self._redis.hset(
+                keys.CONFIG,
+                mapping={"horizon_ms": horizon_ms, "inbound_shards": inbound_shards},
+            ),
         )
 
     # -- the heartbeat ------------------------------------------------------------------------

@@ -63,10 +63,12 @@ class Scheduler:
         self._quiet = QuietSpells() if runs_locally(settings) else None
 
     def _prepare(self) -> None:
-        """Before the pump's first delivery (on its thread): tell producers the horizon,
+        """Before the pump's first delivery (on its thread): tell producers the config,
         and let raw cancels that wait in the inbound stream win over the outbox."""
-        self._store.publish_horizon(self.settings.fire_lead_ms)
-        record_waiting_cancels(self._inbound, self.settings.journal_retention_ms)
+        self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
+        record_waiting_cancels(
+            self._inbound, self.settings.journal_retention_ms, self.settings.inbound_shards
+        )
 
     def start(self) -> None:
         """Start the outbox pump, then Spark and the query.

@@ -22,6 +22,7 @@ PINNED = (
     "tick_ms",
     "shards",
     "state_partitions",
+    "inbound_shards",
     "coarse_tick_ms",
     "coarse_after_ms",
     "cascade_lead_ms",
@@ -127,6 +128,10 @@ class SchedulerSettings:
     )
     max_batch_rows: int = option(50_000, "Inbound records per batch at most.")
     source_partitions: int = option(2, "Partitions an inbound batch is read in.")
+    inbound_shards: int = option(
+        1,
+        "Inbound streams producers spread their sends over, each a source partition. Pinned.",
+    )
     cancel_retention_ms: int = option(
         3_600_000, "How long a cancel is kept after its slot is due, for a late message, ms."
     )
@@ -144,6 +149,7 @@ class SchedulerSettings:
             "trigger_ms",
             "max_batch_rows",
             "source_partitions",
+            "inbound_shards",
             "idle_batch_ms",
         )
         for name in positive:

@@ -1,11 +1,14 @@
 """A replayable Spark source over the Redis inbound stream (Python Data Source API).
 
-Offsets are stream entry ids (``{"id": "<ms>-<seq>", "run": token, "tick": ms}``):
-a batch is exactly the entries in ``(start, end]``, so ``XRANGE`` replays it
-after a crash. Admission control caps a batch at ``max_batch_rows``
-(``ReadMaxRows``). Once Spark commits a batch, its range is trimmed from the
-stream, so Redis memory does not grow with the number of pending messages: they
-live in the scheduler's state.
+Offsets are stream entry ids (``{"id": "<ms>-<seq>", "run": token, "tick": ms}``),
+one per inbound stream: ``id`` for ``delayline:inbound`` and, with inbound shards,
+``id.<n>`` for shard n's stream. A batch is exactly the entries in
+``(start, end]`` of each, so ``XRANGE`` replays it after a crash. The default
+stream is read in ``source_partitions`` ranges, each shard's stream in one.
+Admission control caps a batch at ``max_batch_rows`` (``ReadMaxRows``), shared
+evenly by the streams. Once Spark commits a batch, its ranges are trimmed from
+the streams, so Redis memory does not grow with the number of pending messages:
+they live in the scheduler's state.
 
 The offset changes, and so a batch runs, only for new input, a new run, a state
 timer that is due (the processor records each timer it sets in Redis), or
@@ -26,6 +29,7 @@ from pyspark.sql.types import StructType
 
 from delayline import ids
 from delayline.model import OP_CANCEL, OP_RESCHEDULE, RECORD_VERSION
+from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
@@ -59,15 +63,17 @@ def waiting_cancels(
     return found
 
 
-def record_waiting_cancels(inbound: InboundStream, retention_ms: int) -> None:
-    """Record a cancel request for each raw cancel that waits in the inbound stream.
+def record_waiting_cancels(inbound: InboundStream, retention_ms: int, inbound_shards: int) -> None:
+    """Record a cancel request for each raw cancel that waits in an inbound stream.
 
     After a crash, the pump delivers what waits in the outbox before Spark is
     up to read the inbound stream, so a raw cancel sent during the downtime
     would lose to it; this runs first. The stream holds only what Spark has
     not committed, so the scan is short.
     """
-    inbound.record_cancel_requests(waiting_cancels(inbound.read(START_ID, "+")), retention_ms)
+    for stream in keys.inbound_streams(inbound_shards):
+        waiting = waiting_cancels(inbound.read(START_ID, "+", stream=stream))
+        inbound.record_cancel_requests(waiting, retention_ms)
 
 
 @cache
@@ -174,19 +180,31 @@ def sort_inbound(
 
 @dataclass(frozen=True)
 class InboundRange(InputPartition):
-    """The entries ``after_id < id <= upto_id`` of the inbound stream."""
+    """The entries ``after_id < id <= upto_id`` of inbound stream ``stream``."""
 
     after_id: str
     upto_id: str
+    stream: str = keys.INBOUND
 
 
-def split_range(after_id: str, upto_id: str, parts: int) -> list[InboundRange]:
+def split_range(
+    after_id: str, upto_id: str, parts: int, stream: str = keys.INBOUND
+) -> list[InboundRange]:
     """Split ``(after_id, upto_id]`` into up to ``parts`` consecutive ranges by time."""
     low_ms = int(after_id.split("-")[0])
     high_ms = int(upto_id.split("-")[0])
     cuts = sorted({low_ms + (high_ms - low_ms) * k // parts for k in range(1, parts)} - {high_ms})
     bounds = [after_id, *(f"{ms}-{MAX_SEQ}" for ms in cuts), upto_id]
-    return [InboundRange(lo, hi) for lo, hi in itertools.pairwise(bounds)]
+    return [InboundRange(lo, hi, stream) for lo, hi in itertools.pairwise(bounds)]
+
+
+def offset_fields(inbound_shards: int) -> list[tuple[str, str]]:
+    """(offset field, stream) of every inbound stream: ``id`` for the default one,
+    ``id.<n>`` for shard n's."""
+    return [
+        ("id" if stream == keys.INBOUND else f"id.{shard - 1}", stream)
+        for shard, stream in enumerate(keys.inbound_streams(inbound_shards))
+    ]
 
 
 class InboundSource(DataSource):
@@ -211,10 +229,11 @@ class InboundReader(DataSourceStreamReader):
     def __init__(self, settings: SchedulerSettings, run_token: str) -> None:
         self._settings = settings
         self._run_token = run_token
-        self._trimmed_upto = START_ID
+        self._streams = offset_fields(settings.inbound_shards)
+        self._trimmed_upto = dict.fromkeys([field for field, _ in self._streams], START_ID)
 
     def initialOffset(self) -> dict[str, str]:
-        return {"id": START_ID}
+        return {field: START_ID for field, _ in self._streams}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self._settings.max_batch_rows)
@@ -224,16 +243,22 @@ class InboundReader(DataSourceStreamReader):
         # Called on the stream thread before each batch is planned: holding here
         # lets the driver stop between batches, with none half done.
         inbound.hold_while_paused(self._run_token)
-        if isinstance(limit, ReadMaxRows):
-            last = inbound.last_id_within(start["id"], limit.max_rows)
-        else:  # ReadAllAvailable: the engine asks for everything, whatever our default
-            last = inbound.last_id()
-        if last is None or id_order(last) <= id_order(start["id"]):
-            last = start["id"]
+        # A checkpoint from before a stream was read starts it at the beginning.
+        begun = {field: start.get(field, START_ID) for field, _ in self._streams}
+        ends = {}
+        for field, stream in self._streams:
+            if isinstance(limit, ReadMaxRows):
+                share = max(1, limit.max_rows // len(self._streams))
+                last = inbound.last_id_within(begun[field], share, stream=stream)
+            else:  # ReadAllAvailable: the engine asks for everything, whatever our default
+                last = inbound.last_id(stream=stream)
+            if last is None or id_order(last) <= id_order(begun[field]):
+                last = begun[field]
+            ends[field] = last
         now = now_ms()
         ticked_ms = int(start.get("tick", 0))
         if (
-            last != start["id"]
+            ends != begun
             # The run's token is part of the offset. Spark runs a batch only for new
             # offsets; a run restarted after a kill between batches, with nothing new
             # to read, would run none and fire no overdue timer until input came. A
@@ -246,25 +271,31 @@ class InboundReader(DataSourceStreamReader):
             or now - ticked_ms >= self._settings.idle_batch_ms
         ):
             # Spark stamps the batch after this call: every timer due by now fires.
-            return {"id": last, "run": self._run_token, "tick": str(now)}
+            return {**ends, "run": self._run_token, "tick": str(now)}
         # Spark commits a source range only when it plans the next batch, and an idle
         # query plans none; the batch that ended at ``start`` is committed by now.
-        if start["id"] != self._trimmed_upto:
-            inbound.trim(start["id"])
-            self._trimmed_upto = start["id"]
+        self._trim(begun)
         inbound.mark_settled(now)
         return start
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InboundRange]:
-        if start["id"] == end["id"]:
-            return []
-        return split_range(start["id"], end["id"], self._settings.source_partitions)
+        ranges: list[InboundRange] = []
+        for field, stream in self._streams:
+            after_id, upto_id = start.get(field, START_ID), end.get(field, START_ID)
+            if after_id == upto_id:
+                continue
+            if stream == keys.INBOUND:
+                ranges += split_range(after_id, upto_id, self._settings.source_partitions)
+            else:  # a shard: one partition, as a Redis server would serve it
+                ranges.append(InboundRange(after_id, upto_id, stream))
+        return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, InboundRange)
         settings = self._settings
         inbound = inbound_for(settings.redis_url)
-        batch = sort_inbound(inbound.read(partition.after_id, partition.upto_id), settings)
+        entries = inbound.read(partition.after_id, partition.upto_id, stream=partition.stream)
+        batch = sort_inbound(entries, settings)
         task = current_batch_task()
         # A raw cancel must also stop a message that already left Spark's state for
         # the outbox: the pump drops a message with a cancel request, as for the SDK's.
@@ -289,6 +320,13 @@ class InboundReader(DataSourceStreamReader):
             )
 
     def commit(self, end: dict[str, str]) -> None:
-        if end["id"] != START_ID:
-            inbound_for(self._settings.redis_url).trim(end["id"])
-            self._trimmed_upto = end["id"]
+        self._trim(end)
+
+    def _trim(self, upto: Mapping[str, str]) -> None:
+        """Trim each stream up to its id in ``upto``, unless done already."""
+        inbound = inbound_for(self._settings.redis_url)
+        for field, stream in self._streams:
+            upto_id = upto.get(field, START_ID)
+            if upto_id not in (START_ID, self._trimmed_upto[field]):
+                inbound.trim(upto_id, stream=stream)
+                self._trimmed_upto[field] = upto_id
