@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     scaling.add_argument("--deployments", default="local-cluster-1,local-cluster-2,standalone-2",
                          help="comma-separated")  # fmt: skip
     scaling.add_argument("--steps", default="capacity,absorb", help="comma-separated")
+    scaling.add_argument("--inbound-shards", type=int, default=1,
+                         help="delayline run --inbound-shards (the SDK spreads sends)")  # fmt: skip
     scaling.add_argument("--out", type=Path, default=None,
                          help="results directory [default: bench/results/scaling]")  # fmt: skip
 
@@ -286,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = args.steps.split(",")
         if sorted(set(steps) - set(scaling_run.STEPS)):
             parser.error(f"unknown steps: {', '.join(sorted(set(steps) - set(scaling_run.STEPS)))}")
-        result = scaling_run.main(args.quick, out, deployments, steps)
+        result = scaling_run.main(args.quick, out, deployments, steps, args.inbound_shards)
         print(json.dumps(result, indent=2))
         return 0
     if args.command == "send-many":

@@ -77,9 +77,11 @@ class DeployedDelayline(DelaylineSystem):
         *,
         master: str,
         cluster_pids: Iterable[int] = (),
+        inbound_shards: int = 1,
     ) -> None:
         super().__init__(redis_url, receipts_url, workdir)
-        self.run_options = ("--master", master, "--partitions", str(PARTITIONS))
+        self.run_options = ("--master", master, "--partitions", str(PARTITIONS),
+                            "--inbound-shards", str(inbound_shards))  # fmt: skip
         self.cluster_pids = list(cluster_pids)
 
     def pids(self) -> list[int]:
@@ -132,6 +134,7 @@ def measure(
     delays_s: tuple[float, float],
     steps: Sequence[str] = STEPS,
     absorb_count: int = ABSORB_COUNT,
+    inbound_shards: int = 1,
 ) -> dict[str, Any]:
     """Run ``steps`` on one deployment; their summaries."""
     cluster = None
@@ -147,6 +150,7 @@ def measure(
             DeployedDelayline,
             master=master,
             cluster_pids=cluster.pids.values() if cluster else (),
+            inbound_shards=inbound_shards,
         )
         chosen = []
         if "capacity" in steps:
@@ -169,7 +173,11 @@ def measure(
 
 
 def main(
-    quick: bool, out: Path, deployments: Sequence[str], steps: Sequence[str] = STEPS
+    quick: bool,
+    out: Path,
+    deployments: Sequence[str],
+    steps: Sequence[str] = STEPS,
+    inbound_shards: int = 1,
 ) -> dict[str, Any]:
     """Every deployment in turn; the whole result (also written to ``out``/scaling.json)."""
     rates, step_s, warmup_s = (
@@ -182,7 +190,7 @@ def main(
         try:
             results[name] = measure(
                 name, DEPLOYMENTS[name], out, rates, step_s, warmup_s, delays_s, steps,
-                QUICK_ABSORB_COUNT if quick else ABSORB_COUNT,
+                QUICK_ABSORB_COUNT if quick else ABSORB_COUNT, inbound_shards,
             )  # fmt: skip
         except Exception as exc:  # one deployment that fails leaves the others' results
             traceback.print_exc()
@@ -193,6 +201,7 @@ def main(
         "step_s": step_s,
         "partitions": PARTITIONS,
         "steps": list(steps),
+        "inbound_shards": inbound_shards,
         "deployments": results,
         "wall_s": round(time.monotonic() - began, 1),
     }

@@ -744,6 +744,9 @@ def entrypoint() -> None:
 @click.option("--cores", type=click.IntRange(1), default=1, show_default=True,
               help="Cores each Worker offers.")  # fmt: skip
 @click.option("--memory", default="1g", show_default=True, help="Memory each Worker offers.")
+@click.option("--nice", "niceness", type=click.IntRange(0, 19), default=10, show_default=True,
+              help="How much nicer the cluster runs than Redis and the pump on this machine "
+                   "(0 on a machine of its own).")  # fmt: skip
 @one_line_errors
 def cluster_up(directory: Path, **spec: Any) -> None:
     """Start the Master and the Workers, and wait until every Worker is alive."""

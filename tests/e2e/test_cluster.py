@@ -1,5 +1,6 @@
 """The scheduler on a Spark standalone cluster, started by ``delayline cluster up``:
-separate Worker and executor JVMs, one of which is killed under load."""
+separate Worker and executor JVMs, one of which is killed under load; and the
+entry point that spark-submit runs."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
 from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler import standalone
+from delayline.scheduler.priority import SPARK_NICENESS
 from tests.e2e.harness import SchedulerProcess, check_exactly_once, send_workload, settled, wait_for
 from tests.support import free_port
 
@@ -40,6 +43,23 @@ def delivered(raw: redis.Redis) -> int:
     return int(raw.hget(keys.STATS, "delivered") or 0)
 
 
+def test_spark_submit_runs_the_packaged_entry_point() -> None:
+    # As spark-submit runs a Python application: its file's directory first on
+    # sys.path, the driver's Python from spark.pyspark.driver.python.
+    entry = subprocess.run(
+        [sys.executable, "-m", "delayline", "entrypoint"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    driver = f"spark.pyspark.driver.python={sys.executable}"
+    submit = [str(standalone.spark_home() / "bin" / "spark-submit"), "--master", "local[1]",
+              "--conf", driver, entry, "levels"]  # fmt: skip
+    completed = subprocess.run(submit, capture_output=True, text=True, timeout=120, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.startswith("level  delay")
+
+
 def test_exactly_once_on_a_standalone_cluster_that_loses_a_worker(
     cluster: standalone.RunningCluster,
     own_redis: EmbeddedRedis,
@@ -57,6 +77,12 @@ def test_exactly_once_on_a_standalone_cluster_that_loses_a_worker(
     with SchedulerProcess(args) as process:
         assert f"starting the scheduler on Spark {cluster.master_url}" in process.output
         assert cluster.state()["coresused"] == 2, "the application runs on both Workers"
+        # Redis and the pump get a core first: the Master, the Workers and so their
+        # executors run niced, as a local driver's JVM does.
+        jvms = [psutil.Process(pid) for pid in cluster.pids.values()]
+        jvms += [child for jvm in jvms for child in jvm.children() if child.name() == "java"]
+        assert len(jvms) == 3 + 2, "a Master, two Workers, an executor on each"
+        assert {jvm.nice() for jvm in jvms} == {os.nice(0) + SPARK_NICENESS}
         workload = send_workload(
             own_redis.url, total=600, max_delay_ms=20_000, burst=100, malformed=5, inbound_shards=2
         )
@@ -74,30 +100,3 @@ def test_exactly_once_on_a_standalone_cluster_that_loses_a_worker(
         assert delivered(own_raw) == len(workload.expected)
     # The kill hit a running executor, not an idle Worker.
     assert "Lost executor" in (data_dir / "spark.log").read_text(errors="replace")
-
-
-def test_spark_submit_runs_the_packaged_entry_point(
-    cluster: standalone.RunningCluster,
-    own_redis: EmbeddedRedis,
-    own_raw: redis.Redis,
-    data_dir: Path,
-) -> None:
-    entry = subprocess.run(
-        [sys.executable, "-m", "delayline", "entrypoint"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    submit = [str(standalone.spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url,
-              "--conf", f"spark.pyspark.python={sys.executable}",
-              "--conf", f"spark.pyspark.driver.python={sys.executable}", entry]  # fmt: skip
-    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir),
-            "--partitions", "2", "--lead-ms", "1000"]  # fmt: skip
-    with SchedulerProcess(args, launcher=submit) as process:
-        apps = [app["name"] for app in cluster.state()["activeapps"]]
-        assert apps == ["delayline"], f"the Master runs {apps}:\n{process.output[-3000:]}"
-        workload = send_workload(
-            own_redis.url, total=200, max_delay_ms=8_000, burst=50, malformed=3
-        )
-        wait_for(lambda: settled(own_raw, workload), 120, "every message to be settled", [process])
-        check_exactly_once(own_raw, workload, max_late_ms=30_000)

@@ -14,6 +14,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from delayline.scheduler.java import check_java
+from delayline.scheduler.priority import SPARK_NICENESS
 from delayline.scheduler.settings import SchedulerSettings
 
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -181,17 +182,9 @@ def _configured(
     )
 
 
-#: The nice value of a local Spark JVM: the pump and Redis keep 0.
-SPARK_NICENESS = 10
-
-
 def yield_cpu_to_the_fine_wheel(spark: SparkSession) -> None:
     """Lower the CPU priority of the local Spark JVM, every thread of it, and so the
-    Python workers it starts later (they inherit it).
-
-    Spark is the coarse wheel: a batch that takes longer costs nothing while the
-    horizon covers it. The pump and Redis are the fine wheel: when they wait for
-    a core, messages are late. On a busy machine they now get it first. Linux
+    Python workers it starts later (they inherit it): see priority.py. Linux
     only (``/proc``); elsewhere, and for a JVM already gone, nothing changes.
     """
     gateway = getattr(spark.sparkContext, "_gateway", None)

@@ -14,6 +14,7 @@ finds the ones that left their session too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -29,6 +30,7 @@ from typing import Any
 
 from delayline.errors import ClusterError
 from delayline.scheduler.java import check_java
+from delayline.scheduler.priority import SPARK_NICENESS, lower_to
 
 #: Marks the processes of one cluster: its directory, resolved.
 TAG_VARIABLE = "DELAYLINE_CLUSTER"
@@ -55,6 +57,9 @@ class ClusterSpec:
     #: Cores and memory that each Worker offers (Spark's size syntax: 1g, 512m).
     cores: int = 1
     memory: str = "1g"
+    #: How much nicer than this process the Master, the Workers and so their
+    #: executors run: on one machine, Redis and the pump first, as in local mode.
+    niceness: int = SPARK_NICENESS
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,8 @@ def up(spec: ClusterSpec, timeout_s: float = START_TIMEOUT_S) -> RunningCluster:
     master = [_MASTER_CLASS, "--host", spec.host, "--port", str(spec.port)]
     try:
         options = ["--webui-port", str(spec.webui_port)]
-        cluster.pids["master"] = _start(home, directory, "master", master, options, env)
+        start = functools.partial(_start, home, directory, env=env, niceness=spec.niceness)
+        cluster.pids["master"] = start("master", master, options)
         _wait(cluster, directory, lambda state: state.get("status") == "ALIVE", timeout_s, "Master")
         for n in range(1, spec.workers + 1):
             name = f"worker-{n}"
@@ -145,7 +151,7 @@ def up(spec: ClusterSpec, timeout_s: float = START_TIMEOUT_S) -> RunningCluster:
             worker = [_WORKER_CLASS, cluster.master_url, "--host", spec.host]
             options = ["--cores", str(spec.cores), "--memory", spec.memory,
                        "--webui-port", "0", "--work-dir", str(directory / name)]  # fmt: skip
-            cluster.pids[name] = _start(home, directory, name, worker, options, env)
+            cluster.pids[name] = start(name, worker, options)
         _wait(
             cluster,
             directory,
@@ -184,10 +190,12 @@ def _start(
     name: str,
     command: list[str],
     options: list[str],
+    *,
     env: dict[str, str],
+    niceness: int,
 ) -> int:
-    """Start ``spark-class <command> <options>`` in a session of its own; its pid
-    (spark-class execs the JVM, so it is the JVM's)."""
+    """Start ``spark-class <command> <options>`` in a session of its own, ``niceness``
+    nicer; its pid (spark-class execs the JVM, so it is the JVM's)."""
     with open(directory / "logs" / f"{name}.log", "ab") as log:
         process = subprocess.Popen(
             [str(home / "bin" / "spark-class"), *command, *options],
@@ -196,6 +204,7 @@ def _start(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=functools.partial(lower_to, niceness),
         )
     return process.pid
 
