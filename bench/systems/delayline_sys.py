@@ -20,7 +20,7 @@ from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 from delayline import Client, ids
 from delayline.model import Message
-from delayline.redis.keys import INBOUND, OUTBOX, STATS
+from delayline.redis.keys import CONFIG, INBOUND, OUTBOX, STATS, inbound_streams
 
 TOPIC = "bench.jobs"
 GROUP = "bench"
@@ -112,15 +112,18 @@ class DelaylineSystem(System):
         return False
 
     def backlog(self) -> dict[str, int]:
-        """Inbound stream length, outbox size, and the accepted and rejected counters."""
+        """Inbound streams' length (every shard's), outbox size, and the accepted and
+        rejected counters."""
+        shards = int(self._raw.hget(CONFIG, "inbound_shards") or 1)
         pipe = self._raw.pipeline(transaction=False)
-        pipe.xlen(INBOUND)
         pipe.zcard(OUTBOX)
         pipe.hmget(STATS, "accepted", "rejected")
-        inbound, outbox, (accepted, rejected) = pipe.execute()
+        for stream in inbound_streams(shards):
+            pipe.xlen(stream)
+        outbox, (accepted, rejected), *lengths = pipe.execute()
         return {
             "sent": self._sent,
-            "inbound": int(inbound),
+            "inbound": sum(int(length) for length in lengths),
             "outbox": int(outbox),
             "accepted": int(accepted or 0),
             "rejected": int(rejected or 0),
