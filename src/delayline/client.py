@@ -91,18 +91,10 @@ class ClientBase:
         return self._sends_plan(batch)
 
     def _sends_plan(self, messages: list[Message]) -> Plan[list[str]]:
-        """Send ``messages`` over the scheduler's inbound shards, read first if not known."""
-        if self._inbound_shards is not None:
-            return producing.send(messages, inbound_shards=self._inbound_shards)
-        learn = producing.inbound_shards()
+        return producing.send_over_shards(messages, self._inbound_shards, self._learn_shards)
 
-        def then(replies: list[Any]) -> Plan[list[str]]:
-            shards = learn.parse(replies)
-            assert not isinstance(shards, Plan)
-            self._inbound_shards = shards
-            return producing.send(messages, inbound_shards=shards or 1)
-
-        return Plan(learn.commands, then, "send messages")
+    def _learn_shards(self, inbound_shards: int) -> None:
+        self._inbound_shards = inbound_shards
 
     def _cancel_plan(self, message_id: str) -> Plan[bool]:
         return producing.cancel(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from delayline import ids
@@ -15,16 +15,6 @@ from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS
 
 
-def inbound_shards() -> Plan[int | None]:
-    """How many inbound shards the scheduler reads, as it published them; None before
-    one has (a producer then writes to the default stream, which is always read)."""
-
-    def parse(replies: list[Any]) -> int | None:
-        return None if replies[0] is None else int(replies[0])
-
-    return Plan([("HGET", keys.CONFIG, "inbound_shards")], parse, "read the scheduler's config")
-
-
 def send(messages: list[Message], *, inbound_shards: int = 1) -> Plan[list[str]]:
     """Schedule the messages, all or none: each one due within the scheduler's horizon
     straight into the outbox, every other one onto its inbound stream."""
@@ -32,6 +22,24 @@ def send(messages: list[Message], *, inbound_shards: int = 1) -> Plan[list[str]]
     return Plan(
         commands, lambda _: [message.id for message in messages], "send messages", transaction=True
     )
+
+
+def send_over_shards(
+    messages: list[Message], inbound_shards: int | None, learn: Callable[[int], None]
+) -> Plan[list[str]]:
+    """:func:`send` over the scheduler's ``inbound_shards``; when not known yet, read them
+    first from its config, and tell ``learn`` once it has published them (before that,
+    sends go to the default stream, which is always read)."""
+    if inbound_shards is not None:
+        return send(messages, inbound_shards=inbound_shards)
+
+    def then(replies: list[Any]) -> Plan[list[str]]:
+        published = None if replies[0] is None else int(replies[0])
+        if published is not None:
+            learn(published)
+        return send(messages, inbound_shards=published or 1)
+
+    return Plan([("HGET", keys.CONFIG, "inbound_shards")], then, "send messages")
 
 
 def status(message_id: str, *, now_ms: int) -> Plan[MessageStatus]:

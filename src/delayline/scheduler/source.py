@@ -187,24 +187,21 @@ class InboundRange(InputPartition):
     stream: str = keys.INBOUND
 
 
-def split_range(
-    after_id: str, upto_id: str, parts: int, stream: str = keys.INBOUND
-) -> list[InboundRange]:
-    """Split ``(after_id, upto_id]`` into up to ``parts`` consecutive ranges by time."""
+def split_range(after_id: str, upto_id: str, parts: int) -> list[InboundRange]:
+    """Split ``(after_id, upto_id]`` of the default stream into up to ``parts``
+    consecutive ranges by time."""
     low_ms = int(after_id.split("-")[0])
     high_ms = int(upto_id.split("-")[0])
     cuts = sorted({low_ms + (high_ms - low_ms) * k // parts for k in range(1, parts)} - {high_ms})
     bounds = [after_id, *(f"{ms}-{MAX_SEQ}" for ms in cuts), upto_id]
-    return [InboundRange(lo, hi, stream) for lo, hi in itertools.pairwise(bounds)]
+    return [InboundRange(lo, hi) for lo, hi in itertools.pairwise(bounds)]
 
 
 def offset_fields(inbound_shards: int) -> list[tuple[str, str]]:
     """(offset field, stream) of every inbound stream: ``id`` for the default one,
     ``id.<n>`` for shard n's."""
-    return [
-        ("id" if stream == keys.INBOUND else f"id.{shard - 1}", stream)
-        for shard, stream in enumerate(keys.inbound_streams(inbound_shards))
-    ]
+    default, *shards = keys.inbound_streams(inbound_shards)
+    return [("id", default), *((f"id.{shard}", stream) for shard, stream in enumerate(shards))]
 
 
 class InboundSource(DataSource):
