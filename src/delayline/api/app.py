@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import (
     HTMLResponse,
@@ -93,6 +94,27 @@ def moment(text: str | None, field: str) -> datetime | None:
     """An RFC 3339 query parameter as an aware datetime; None if absent. Raises
     ValidationError naming ``field``."""
     return None if text is None else timing.from_epoch_ms(timing.parse_time_ms(text, field))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window of due times, ``[start, end)``; None is open on that side."""
+
+    start: datetime | None
+    end: datetime | None
+
+
+def window(
+    start: str | None = Query(None, alias="from", description="RFC 3339; open if absent"),
+    end: str | None = Query(None, alias="to", description="RFC 3339, excluded"),
+) -> Window:
+    """The ``from`` and ``to`` query parameters of a route that takes a window (a
+    dependency). Raises ValidationError naming the parameter."""
+    return Window(moment(start, "from"), moment(end, "to"))
+
+
+#: A route parameter that takes ``from`` and ``to`` as a :class:`Window`.
+DueWindow = Annotated[Window, Depends(window)]
 
 
 def rescheduled(new_id: str, previous_id: str) -> RescheduledOut:
@@ -206,21 +228,16 @@ def create_app(
 
     @app.get("/v1/pending", response_model=ForecastOut)
     async def pending(
+        due: DueWindow,
         by: str = "minute",
         topic: str | None = None,
-        start: str | None = Query(None, alias="from", description="RFC 3339; open if absent"),
-        end: str | None = Query(None, alias="to", description="RFC 3339, excluded"),
         hot_over: int = Query(DEFAULT_HOT_OVER, ge=0),
     ) -> ForecastOut:
         """Pending messages per ``by`` bucket (minute, hour or day, UTC) and topic, due in
         ``[from, to)`` rounded out to whole minutes, and the seconds with more than
         ``hot_over`` due. Answers from counters, whatever the number pending."""
         forecast = await client.pending(
-            by=by,
-            topic=topic,
-            start=moment(start, "from"),
-            end=moment(end, "to"),
-            hot_over=hot_over,
+            by=by, topic=topic, start=due.start, end=due.end, hot_over=hot_over
         )
         return ForecastOut.of(forecast)
 
@@ -252,20 +269,15 @@ def create_app(
 
     @app.get("/v1/pending/messages", response_model=PendingMessagesOut)
     async def pending_messages(
+        due: DueWindow,
         topic: str | None = None,
         key: str | None = None,
-        start: str | None = Query(None, alias="from", description="RFC 3339; open if absent"),
-        end: str | None = Query(None, alias="to", description="RFC 3339, excluded"),
         limit: int = Query(100, ge=1, le=MAX_LIMIT),
     ) -> PendingMessagesOut:
         """The first ``limit`` pending messages by due time: an operator's tool, for which
         the running scheduler scans its whole state (seconds at 1M pending)."""
         rows = await client.list_pending(
-            topic=topic,
-            key=key,
-            start=moment(start, "from"),
-            end=moment(end, "to"),
-            limit=limit,
+            topic=topic, key=key, start=due.start, end=due.end, limit=limit
         )
         return PendingMessagesOut.of(rows)
 
