@@ -28,7 +28,7 @@ from delayline.listing import (
     MAX_LIMIT,
     PendingMessage,
     by_due_time,
-    check_listing_wait,
+    listing_waits,
 )
 from delayline.model import Message
 from delayline.plans import Plan, consuming, observing
@@ -142,9 +142,7 @@ class AsyncClient(ClientBase):
         await self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
         began = time.monotonic()
         while not (status := await self._run(observing.listing_status(listing_id))).finished():
-            check_listing_wait(status, time.monotonic() - began, timeout_s)
-            if on_progress and status.total:
-                on_progress(status.done, status.total)
+            listing_waits(status, began, timeout_s, on_progress)
             await asyncio.sleep(LISTING_POLL_S)
         rows = await self._run(observing.listing_rows(listing_id))
         return by_due_time(rows + await self._run(observing.outbox_listing(request)), limit)

@@ -10,6 +10,8 @@ Spark, next to the streaming query: seconds at 1M pending, on the same cores.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from delayline.errors import SchedulerError, ValidationError
@@ -111,8 +113,17 @@ PICKUP_TIMEOUT_S = 30.0
 LISTING_POLL_S = 0.1
 
 
-def check_listing_wait(status: ListingStatus, waited_s: float, timeout_s: float) -> None:
-    """Raise SchedulerError if a listing not finished after ``waited_s`` waited too long."""
+def listing_waits(
+    status: ListingStatus,
+    began: float,
+    timeout_s: float,
+    on_progress: Callable[[int, int], None] | None,
+) -> None:
+    """Account for one more wait on a listing not finished since ``began`` (a
+    ``time.monotonic()``): tell ``on_progress(done, total)`` how far its scan is.
+    Raises SchedulerError if no scheduler took it up in time, it expired, or it has
+    taken over ``timeout_s``."""
+    waited_s = time.monotonic() - began
     if status.state == "queued" and waited_s > PICKUP_TIMEOUT_S:
         raise SchedulerError(
             f"no scheduler took the listing up within {PICKUP_TIMEOUT_S:.0f} s: "
@@ -122,3 +133,5 @@ def check_listing_wait(status: ListingStatus, waited_s: float, timeout_s: float)
         raise SchedulerError("the listing expired before it finished")
     if waited_s > timeout_s:
         raise SchedulerError(f"the listing did not finish within {timeout_s:.0f} s")
+    if on_progress and status.total:
+        on_progress(status.done, status.total)
