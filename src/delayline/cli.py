@@ -665,7 +665,7 @@ def list_messages(
             topic=topic,
             key=key,
             limit=limit,
-            on_progress=None if bar is None else lambda done, total: bar.update(done, total),
+            on_progress=None if bar is None else bar.update,
             **window,
         )
     if bar:
@@ -750,8 +750,7 @@ def entrypoint() -> None:
 @one_line_errors
 def cluster_up(directory: Path, **spec: Any) -> None:
     """Start the Master and the Workers, and wait until every Worker is alive."""
-    with server_extra("cluster up"):
-        from delayline.scheduler import standalone
+    from delayline.scheduler import standalone  # here: the client commands start without it
 
     running = standalone.up(standalone.ClusterSpec(directory, **spec))
     click.echo(f"master    {running.master_url}")
