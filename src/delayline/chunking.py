@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -24,3 +24,14 @@ def chunk_end(
             break
         end += 1
     return end
+
+
+def chunks(
+    items: Sequence[T], *, max_items: int, max_bytes: int, size_of: Callable[[T], int]
+) -> Iterator[Sequence[T]]:
+    """``items`` cut into consecutive chunks, each ended as :func:`chunk_end` ends it."""
+    start = 0
+    while start < len(items):
+        end = chunk_end(items, start, max_items=max_items, max_bytes=max_bytes, size_of=size_of)
+        yield items[start:end]
+        start = end

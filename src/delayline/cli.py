@@ -130,21 +130,34 @@ def main() -> None:
     """
 
 
+def embedded_redis_options(command: F) -> F:
+    """--redis-url, --redis-port and --data-dir, as ``delayline run`` takes them."""
+    for option in reversed(
+        [
+            click.option(
+                "--redis-url", default=None, help="Use this Redis instead of the embedded one."
+            ),
+            click.option(
+                "--redis-port",
+                default=DEFAULT_REDIS_PORT,
+                show_default=True,
+                help="Port of the embedded Redis (127.0.0.1 only).",
+            ),
+            click.option(
+                "--data-dir",
+                type=click.Path(path_type=Path),
+                default=Path("delayline-data"),
+                show_default=True,
+                help="Redis AOF, Spark checkpoint and state.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.option("--redis-url", default=None, help="Use this Redis instead of the embedded one.")
-@click.option(
-    "--redis-port",
-    default=DEFAULT_REDIS_PORT,
-    show_default=True,
-    help="Port of the embedded Redis (127.0.0.1 only).",
-)
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    default=Path("delayline-data"),
-    show_default=True,
-    help="Redis AOF, Spark checkpoint and state.",
-)
+@embedded_redis_options
 @scheduler_options
 @click.option("--api-host", default=DEFAULT_API_HOST, show_default=True, help="HTTP API address.")
 @click.option("--api-port", default=DEFAULT_API_PORT, show_default=True, help="HTTP API port.")
@@ -197,6 +210,44 @@ def run(
         echo=click.echo,
         verbose=verbose,
     )
+
+
+@main.command()
+@embedded_redis_options
+@click.option(
+    "--checkpoint",
+    default=None,
+    help="The checkpoint, if not <data-dir>/checkpoint (a local directory).",
+)
+@one_line_errors
+def drain(redis_url: str | None, redis_port: int, data_dir: Path, checkpoint: str | None) -> None:
+    """Hand a stopped scheduler's pending messages to a new checkpoint, to change pinned
+    settings (--partitions, --inbound-shards, the wheel).
+
+    Appends every message of the checkpoint's state to the inbound stream, then
+    moves the checkpoint aside; the next run starts a new one, with any
+    settings, that reads them back. Stop the scheduler first (Ctrl-C); if the
+    drain stops midway, run it again: it appends only what it has not.
+
+    \b
+    Example:
+      delayline drain
+      delayline run --partitions 8
+    """
+    with server_extra("drain"):
+        from delayline.service import drain_data_dir
+
+    settings = SchedulerSettings(data_dir=data_dir).with_overrides(
+        redis_url=redis_url, checkpoint=checkpoint
+    )
+    report = drain_data_dir(
+        settings, embedded_port=None if redis_url else redis_port, echo=click.echo
+    )
+    click.echo(f"drained   {report.messages} pending messages onto the inbound stream")
+    if report.moved_from_shards:
+        click.echo(f"moved     {report.moved_from_shards} records from the inbound shards")
+    click.echo(f"old state {report.drained_checkpoint} (delete it once the new run is up)")
+    click.echo("next      delayline run, with the new settings")
 
 
 @main.command()

@@ -77,8 +77,11 @@ class ClientBase:
     def __init__(self, *, limits: Limits | None, status_retention_ms: int) -> None:
         self.limits = limits or Limits()
         self.status_retention_ms = status_retention_ms
-        #: The scheduler's inbound shards, once it has published them (pinned: kept).
+        #: The scheduler's inbound shards once it has published them, and when they
+        #: were read (monotonic ms): read again after producing.SHARDS_REFRESH_MS,
+        #: since a drain can change them.
         self._inbound_shards: int | None = None
+        self._shards_read_at_ms = 0
 
     def _send_plan(self, topic: str, body: bytes | str, **arguments: Any) -> Plan[list[str]]:
         message = Message.create(
@@ -91,10 +94,13 @@ class ClientBase:
         return self._sends_plan(batch)
 
     def _sends_plan(self, messages: list[Message]) -> Plan[list[str]]:
+        if time.monotonic() * 1000 - self._shards_read_at_ms > producing.SHARDS_REFRESH_MS:
+            self._inbound_shards = None
         return producing.send_over_shards(messages, self._inbound_shards, self._learn_shards)
 
     def _learn_shards(self, inbound_shards: int) -> None:
         self._inbound_shards = inbound_shards
+        self._shards_read_at_ms = int(time.monotonic() * 1000)
 
     def _cancel_plan(self, message_id: str) -> Plan[bool]:
         return producing.cancel(

@@ -1,4 +1,5 @@
-"""``delayline run``: embedded (or external) Redis plus the scheduler, until a signal."""
+"""``delayline run``: embedded (or external) Redis plus the scheduler, until a signal; and
+``delayline drain``, which hands a stopped scheduler's messages to a new checkpoint."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.scheduler.drain import DrainReport, checkpoint_to_drain, drain
 from delayline.scheduler.runner import Scheduler
-from delayline.scheduler.session import resolve_master
+from delayline.scheduler.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
 
 #: Spark's output, in the data directory, unless ``delayline run --verbose``.
@@ -70,11 +72,8 @@ def run_service(
     """
     stop = threading.Event()
     with data_dir_lock(settings.data_dir), _stop_on_signals(stop), ExitStack() as cleanup:
-        server: EmbeddedRedis | None = None
-        if embedded_port is not None:
-            server = EmbeddedRedis(settings.data_dir / "redis", embedded_port)
-            cleanup.callback(server.stop)
-            server.start(on_progress=lambda line: echo(f"redis     {line}"))
+        server = _start_embedded(settings, embedded_port, cleanup, echo)
+        if server is not None:
             settings = replace(settings, redis_url=server.url)
         # No retries inside a call: the loops here wait, report, and stay stoppable.
         connection = RedisConnection.from_url(settings.redis_url, patience_ms=0)
@@ -108,6 +107,45 @@ def run_service(
                 watch.step()
         echo("stopping: letting the current batch finish ...")
     echo("stopped")
+
+
+def drain_data_dir(
+    settings: SchedulerSettings, *, embedded_port: int | None, echo: Callable[[str], None]
+) -> DrainReport:
+    """``delayline drain``: hand the pending messages of the data directory's checkpoint to
+    the next one (scheduler/drain.py), with the embedded Redis of ``<data_dir>/redis`` on
+    ``embedded_port`` unless None. Spark's output goes to ``<data_dir>/spark.log``.
+
+    Raises ConfigurationError if a scheduler runs on the data directory, or as
+    :func:`delayline.scheduler.drain.drain` does.
+    """
+    with data_dir_lock(settings.data_dir), ExitStack() as cleanup:
+        checkpoint_to_drain(settings)  # before Spark's start: it refuses at once
+        server = _start_embedded(settings, embedded_port, cleanup, echo)
+        if server is not None:
+            settings = replace(settings, redis_url=server.url)
+        echo(f"redis     {settings.redis_url}")
+        echo(f"draining  {settings.checkpoint_location}")
+        with ticking(echo, "draining", _START_TICK_S):
+            spark = build_session(settings, settings.data_dir.resolve() / SPARK_LOG)
+            cleanup.callback(spark.stop)
+            return drain(spark, settings)
+
+
+def _start_embedded(
+    settings: SchedulerSettings,
+    port: int | None,
+    cleanup: ExitStack,
+    echo: Callable[[str], None],
+) -> EmbeddedRedis | None:
+    """Start the data directory's embedded Redis on ``port``, stopped by ``cleanup``;
+    None if ``port`` is None (an external Redis)."""
+    if port is None:
+        return None
+    server = EmbeddedRedis(settings.data_dir / "redis", port)
+    cleanup.callback(server.stop)
+    server.start(on_progress=lambda line: echo(f"redis     {line}"))
+    return server
 
 
 #: How often ``delayline run`` says it is still starting Spark (s).

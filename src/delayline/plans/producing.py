@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from delayline import ids
-from delayline.chunking import chunk_end
+from delayline.chunking import chunks
 from delayline.errors import MessageStateError
 from delayline.model import Cancel, Message
 from delayline.plans import Command, Plan, as_text, xadd
@@ -22,6 +22,12 @@ def send(messages: list[Message], *, inbound_shards: int = 1) -> Plan[list[str]]
     return Plan(
         commands, lambda _: [message.id for message in messages], "send messages", transaction=True
     )
+
+
+#: How long a producer goes by the inbound shard count it read (ms): a drain
+#: (``delayline drain``) that changes the count waits this long before it moves
+#: what came to the old shards.
+SHARDS_REFRESH_MS = 10_000
 
 
 def send_over_shards(
@@ -213,22 +219,19 @@ def schedule(messages: list[Message], *, inbound_shards: int = 1) -> list[Comman
     return commands
 
 
-def near_calls(records: list[Mapping[bytes, bytes]]) -> Iterator[list[Mapping[bytes, bytes]]]:
+def near_calls(
+    records: list[Mapping[bytes, bytes]],
+) -> Iterator[Sequence[Mapping[bytes, bytes]]]:
     """``records`` cut into the groups of one near-path call each, in order."""
-    start = 0
-    while start < len(records):
-        end = chunk_end(
-            records,
-            start,
-            max_items=NEAR_PER_CALL,
-            max_bytes=NEAR_BYTES_PER_CALL,
-            size_of=lambda record: sum(len(value) for value in record.values()),
-        )
-        yield records[start:end]
-        start = end
+    return chunks(
+        records,
+        max_items=NEAR_PER_CALL,
+        max_bytes=NEAR_BYTES_PER_CALL,
+        size_of=lambda record: sum(len(value) for value in record.values()),
+    )
 
 
-def _send_near(records: list[Mapping[bytes, bytes]]) -> Command:
+def _send_near(records: Sequence[Mapping[bytes, bytes]]) -> Command:
     # The script reads each message from its inbound record: one encoding, sent once.
     args: list[bytes | str | int] = [HORIZON_MS]
     for record in records:

@@ -2,7 +2,9 @@
 
 The source plans batches by entry id, reads and trims them, records the
 cancels it reads, counts what it ingests, wakes for the state's timers, and
-holds between batches while the driver drains (the pause gate).
+holds between batches while the driver stops (the pause gate). A drain
+(``delayline drain``) hands a checkpoint's pending messages back to the
+default stream.
 """
 
 from __future__ import annotations
@@ -179,3 +181,72 @@ class InboundStream(RedisConnection):
         """True once the source is blocked between batches."""
         state = self._call("check for a pause", lambda: self._redis.get(keys.pause(run_token)))
         return state == b"holding"
+
+    # -- a drain: an old checkpoint's messages handed to a new one ---------------------------
+
+    def forget_scheduler(self) -> None:
+        """Take back what a stopped scheduler told producers and its source: its inbound
+        shards (producers then send to the default stream) and its timers' wakeups."""
+
+        def forget() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hdel(keys.CONFIG, "inbound_shards")
+            pipe.delete(keys.WAKEUPS)
+            pipe.execute()
+
+        self._call("take back the scheduler's config", forget)
+
+    def drained_chunks(self, marker: str, partition: int) -> int:
+        """How many chunks of state partition ``partition`` the drain ``marker`` appended."""
+        done = self._call("read the drain's marker", lambda: self._redis.hget(marker, partition))
+        return int(done or 0)
+
+    def append_drained(
+        self, marker: str, partition: int, chunk: int, records: Sequence[Mapping[bytes, bytes]]
+    ) -> None:
+        """Append ``records`` to the default stream and mark chunk ``chunk`` of
+        ``partition`` appended, in one transaction, unless the marker says it is: a
+        drain run again, or a call retried after its reply was lost, appends nothing twice."""
+
+        def append() -> None:
+            with self._redis.pipeline(transaction=True) as pipe:
+                pipe.watch(marker)
+                if int(pipe.hget(marker, str(partition)) or 0) > chunk:
+                    return
+                pipe.multi()
+                for record in records:
+                    pipe.xadd(keys.INBOUND, dict(record))  # type: ignore[arg-type]
+                pipe.hset(marker, str(partition), chunk + 1)
+                pipe.expire(marker, keys.MARKER_TTL_S)
+                pipe.execute()
+
+        self._call("append drained messages", append)
+
+    def shard_streams(self) -> list[str]:
+        """Every inbound shard stream in Redis (:func:`keys.inbound_shard`), whatever the
+        shard count of the scheduler that reads them."""
+        found = self._call(
+            "find the inbound shards",
+            lambda: list(self._redis.scan_iter(match=keys.INBOUND_SHARDS_GLOB, _type="stream")),
+        )
+        return sorted(name.decode() for name in found)
+
+    def move_to_default(self, stream: str, page_size: int = 1_000) -> int:
+        """Move every entry of ``stream`` to the end of the default stream, in order, a
+        page per transaction (none lost or doubled if this stops midway). Returns how many."""
+
+        def move_page() -> int:
+            page = cast(list[StreamEntry], self._redis.xrange(stream, count=page_size))
+            if not page:
+                return 0
+            pipe = self._redis.pipeline(transaction=True)
+            for _, fields in page:
+                pipe.xadd(keys.INBOUND, fields)  # type: ignore[arg-type]
+            pipe.xdel(stream, *(entry_id for entry_id, _ in page))
+            pipe.execute()
+            return len(page)
+
+        moved = 0
+        while count := self._call("move inbound records", move_page):
+            moved += count
+        return moved

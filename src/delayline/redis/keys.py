@@ -55,6 +55,10 @@ def inbound_shard(shard: int) -> str:
     return f"{INBOUND}:{{{shard}}}"
 
 
+#: A pattern (SCAN MATCH) for every shard's stream, whatever the shard count.
+INBOUND_SHARDS_GLOB = f"{INBOUND}:{{*}}"
+
+
 def inbound_streams(inbound_shards: int) -> list[str]:
     """Every inbound stream the scheduler reads: INBOUND, then, with more than one
     shard, each shard's (:func:`inbound_shard`)."""
@@ -115,6 +119,11 @@ def sink_marker(query_id: str, partition: int, stage: str = "sink") -> str:
     The stages are the sink, and the source's hand-off of near sends ("handoff").
     """
     return f"delayline:{stage}:{query_id}:{partition}"
+
+
+def drain_marker(query_id: str) -> str:
+    """Hash (state partition -> chunks appended) of the drain of a query's checkpoint."""
+    return f"delayline:drain:{query_id}"
 
 
 def ingest_marker(query_id: str, partition: int) -> str:

@@ -28,8 +28,8 @@ from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import to_epoch_ms
 
-#: How long stopping waits for an unavailable Redis before it stops without draining (ms).
-_DRAIN_PATIENCE_MS = 2_000
+#: How long stopping waits for an unavailable Redis before it stops anyway (ms).
+_PAUSE_PATIENCE_MS = 2_000
 
 #: What a call into a Spark JVM that is gone raises: py4j's own error, or the
 #: socket's when py4j cannot connect again.
@@ -170,12 +170,12 @@ class Scheduler:
         if not self._pump.alive:
             raise SchedulerError("the outbox pump stopped")
 
-    def stop(self, drain_timeout_s: float = 60.0) -> None:
+    def stop(self, pause_timeout_s: float = 60.0) -> None:
         """Let the running batch finish, then stop the query and Spark.
 
         The source holds before planning the next batch (a pause flag in Redis);
         once it holds, no batch is in flight and stopping loses no work. After
-        ``drain_timeout_s`` the query is stopped anyway: an interrupted batch is
+        ``pause_timeout_s`` the query is stopped anyway: an interrupted batch is
         replayed, idempotently, at the next start.
         """
         listings, self._listings = self._listings, None
@@ -187,7 +187,7 @@ class Scheduler:
             if query is not None and query.isActive:
                 # If Redis is gone nothing can be written anyway: just stop.
                 with contextlib.suppress(DelaylineError):
-                    self._drain(query, drain_timeout_s)
+                    self._pause_between_batches(query, pause_timeout_s)
                 query.stop()
         self._pump.stop()
         self._store.close()
@@ -197,8 +197,8 @@ class Scheduler:
             with contextlib.suppress(*_JVM_GONE):
                 spark.stop()
 
-    def _drain(self, query: StreamingQuery, timeout_s: float) -> None:
-        inbound = InboundStream.from_url(self.settings.redis_url, patience_ms=_DRAIN_PATIENCE_MS)
+    def _pause_between_batches(self, query: StreamingQuery, timeout_s: float) -> None:
+        inbound = InboundStream.from_url(self.settings.redis_url, patience_ms=_PAUSE_PATIENCE_MS)
         try:
             inbound.request_pause(self._run_token, ttl_s=int(timeout_s) + 60)
             deadline = time.monotonic() + timeout_s

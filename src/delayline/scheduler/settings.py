@@ -32,6 +32,11 @@ PINNED = (
 #: is in flight (every batch in the offset log is committed).
 PINNED_WHILE_IN_FLIGHT = ("fire_lead_ms",)
 
+#: Where the pinned settings are recorded, in the data directory.
+PINNED_FILE = "scheduler.json"
+#: Present in the data directory while a drain (``delayline drain``) has not finished.
+DRAINING_FILE = "draining.json"
+
 #: Spark refuses a driver heap under 450 MiB; 512m leaves room for the survivor spaces.
 MIN_DRIVER_MEMORY_MB = 512
 _UNIT_MB = {"m": 1, "g": 1024, "t": 1024 * 1024}
@@ -225,9 +230,14 @@ def pin_settings(settings: SchedulerSettings) -> None:
     A setting of PINNED_WHILE_IN_FLIGHT may change when the checkpoint has no
     batch in flight; the record then takes the new value. Raises
     ConfigurationError naming each setting that differs from the recorded one
-    and may not change now.
+    and may not change now, or if a drain of the data directory has not finished.
     """
-    path = settings.data_dir / "scheduler.json"
+    if (settings.data_dir / DRAINING_FILE).exists():
+        raise ConfigurationError(
+            f"a drain of {settings.data_dir} has not finished: run delayline drain again "
+            "on it, then start"
+        )
+    path = settings.data_dir / PINNED_FILE
     names = (*PINNED, *PINNED_WHILE_IN_FLIGHT)
     current = {name: getattr(settings, name) for name in names}
     recorded = json.loads(path.read_text()) if path.exists() else {}
@@ -241,7 +251,8 @@ def pin_settings(settings: SchedulerSettings) -> None:
         changed = ", ".join(f"{name} {recorded[name]} -> {current[name]}" for name in refused)
         raise ConfigurationError(
             f"the checkpoint in {settings.data_dir} was created with other settings "
-            f"({changed}); use the recorded values or a new --data-dir"
+            f"({changed}); use the recorded values, or hand the pending messages to a "
+            "new checkpoint: stop, run delayline drain, then start with the new values"
             + (
                 ""
                 if all(name in PINNED for name in refused)
@@ -259,12 +270,19 @@ def checkpoint_settled(location: str) -> bool:
 
     Only a local checkpoint can be read here; any other counts as unsettled.
     """
-    if "://" in location and not location.startswith("file:"):
+    root = local_path(location)
+    if root is None:
         return False
-    root = Path(location.removeprefix("file://").removeprefix("file:"))
 
     def last_batch(log: str) -> int:
         numbered = [int(p.name) for p in (root / log).glob("*") if p.name.isdigit()]
         return max(numbered, default=-1)
 
     return last_batch("offsets") <= last_batch("commits")
+
+
+def local_path(location: str) -> Path | None:
+    """The directory of a checkpoint on the local file system, or None for any other."""
+    if "://" in location and not location.startswith("file:"):
+        return None
+    return Path(location.removeprefix("file://").removeprefix("file:"))

@@ -1,0 +1,253 @@
+"""A drain: a stopped scheduler's pending messages, handed to a new checkpoint.
+
+The settings that shape the state (state partitions, inbound shards, the
+wheel) are pinned by the checkpoint. To change them, ``delayline drain``
+reads the state of the last committed batch with Spark's state data source,
+as the listing does, and appends every message it holds to the default
+inbound stream. Then it moves the checkpoint
+aside, and the next ``delayline run`` starts a new one, with any settings, that
+reads those messages back.
+
+- **Once each.** A state partition's messages are appended in chunks, in a
+  fixed order; each chunk goes in one transaction with its mark in a Redis
+  hash, so that a drain stopped midway and run again appends the rest only.
+  While a drain is unfinished, ``delayline run`` refuses the data directory.
+- **Counted once.** The appended records carry ``cascade=1``, as a coarse
+  slot's hand-down does: the source does not count them as accepted again, and
+  the forecast, which counts them still, stays right.
+- **Cancels.** Every cancel is recorded in Redis as well as in the state (the
+  source records raw ones). A cancelled message is handed over all the same,
+  and dropped when it comes due, as it would have been: the drop counts it,
+  marks its status and, for a reschedule, sends its copy.
+- **The inbound streams.** What the old checkpoint committed is trimmed away;
+  what it did not read stays for the new one, and what waits in a shard
+  stream moves to the default stream, which every scheduler reads.
+  Producers learn the shard count again within
+  :data:`delayline.plans.producing.SHARDS_REFRESH_MS`; the drain takes the count back
+  first and moves the shards' records last, at least that long after.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+from py4j.protocol import Py4JError
+from pyspark import TaskContext
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+from delayline.chunking import chunks
+from delayline.errors import ConfigurationError, SchedulerError
+from delayline.model import Message
+from delayline.plans.producing import SHARDS_REFRESH_MS
+from delayline.redis import keys
+from delayline.redis.inbound import InboundStream
+from delayline.scheduler import packs
+from delayline.scheduler.listing import NO_BATCH_YET
+from delayline.scheduler.records import CASCADE_FIELD
+from delayline.scheduler.settings import (
+    DRAINING_FILE,
+    PINNED_FILE,
+    SchedulerSettings,
+    checkpoint_settled,
+    local_path,
+)
+from delayline.scheduler.source import inbound_for, offset_fields
+from delayline.timing import now_ms
+from delayline.validation import Limits, decode_headers
+
+#: A chunk of drained messages, one transaction: at most this many...
+CHUNK_MESSAGES = 5_000
+#: ...and about this many bytes (8 MiB).
+CHUNK_BYTES = 8 * 1024 * 1024
+
+#: What each state partition's task reports.
+DRAINED = StructType([StructField("partition", IntegerType()), StructField("messages", LongType())])
+_DRAINED_ARROW = pa.schema([("partition", pa.int32()), ("messages", pa.int64())])
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """What a drain did."""
+
+    #: Pending messages appended to the default inbound stream.
+    messages: int
+    #: Records moved from inbound shard streams to the default stream.
+    moved_from_shards: int
+    #: Where the old checkpoint (and its pinned settings) now is.
+    drained_checkpoint: Path
+
+
+def as_inbound_record(record: packs.Record, *, now_ms: int, limits: Limits) -> dict[bytes, bytes]:
+    """The inbound record (v1, marked as a cascade) that sends ``record`` again, unchanged."""
+    message = Message(
+        id=record.id,
+        topic=record.topic,
+        body=record.body,
+        deliver_at_ms=record.deliver_at_ms,
+        sent_at_ms=now_ms,
+        key=record.key or None,
+        headers=decode_headers(record.headers, limits),
+        attempt=record.attempt,
+    )
+    return {**message.to_record(), CASCADE_FIELD: b"1"}
+
+
+def hand_over(
+    redis_url: str, marker: str, limits: Limits, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Append the pending messages of one state partition's ``batches`` of packs to the
+    default inbound stream, resuming after the chunks ``marker`` counts. Runs in a
+    Python worker, on the whole partition: its messages are held in memory to be sorted.
+    """
+    context = TaskContext.get()
+    assert context is not None
+    partition = context.partitionId()
+    sends = [
+        record
+        for batch in batches
+        for data in batch.column(0).to_pylist()
+        for record in packs.unpack(data)
+        if record.kind == packs.SEND
+    ]
+    append_partition(inbound_for(redis_url), marker, partition, sends, limits)
+    yield pa.RecordBatch.from_pylist(
+        [{"partition": partition, "messages": len(sends)}], schema=_DRAINED_ARROW
+    )
+
+
+def checkpoint_to_drain(settings: SchedulerSettings) -> Path:
+    """The directory of the checkpoint that ``settings`` name, if it can be drained.
+
+    Raises ConfigurationError if there is none, it is not on the local file
+    system, or its last batch is not committed.
+    """
+    root = local_path(settings.checkpoint_location)
+    if root is None:
+        raise ConfigurationError(
+            f"delayline drain reads a checkpoint on the local file system only, not "
+            f"{settings.checkpoint_location}: copy it to a local directory and pass that "
+            "as --checkpoint"
+        )
+    if not (root / "metadata").exists():
+        raise ConfigurationError(f"there is no checkpoint to drain in {root}")
+    if not checkpoint_settled(str(root)):
+        raise ConfigurationError(
+            f"the checkpoint in {root} has a batch in flight: start delayline run once with "
+            "its recorded settings and stop it with Ctrl-C, then drain"
+        )
+    return root
+
+
+def append_partition(
+    inbound: InboundStream,
+    marker: str,
+    partition: int,
+    sends: list[packs.Record],
+    limits: Limits,
+    chunk_messages: int = CHUNK_MESSAGES,
+) -> None:
+    """Append ``sends`` (of state partition ``partition``) to the default inbound stream,
+    in chunks of up to ``chunk_messages`` (and about CHUNK_BYTES), skipping the chunks
+    that ``marker`` counts as appended already."""
+    # The same order whenever it runs, so that the chunks marked done stay done.
+    sends = sorted(sends, key=lambda record: (record.deliver_at_ms, record.id))
+    done = inbound.drained_chunks(marker, partition)
+    at_ms = now_ms()
+    parts = chunks(
+        sends,
+        max_items=chunk_messages,
+        max_bytes=CHUNK_BYTES,
+        size_of=lambda r: len(r.body) + len(r.headers) + len(r.topic) + 100,
+    )
+    for chunk, part in enumerate(parts):
+        if chunk >= done:
+            records = [as_inbound_record(r, now_ms=at_ms, limits=limits) for r in part]
+            inbound.append_drained(marker, partition, chunk, records)
+
+
+def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
+    """Hand the pending messages of ``settings``' checkpoint to the next one (see the
+    module's text). The scheduler must be stopped, and its data directory locked.
+
+    Raises ConfigurationError as :func:`checkpoint_to_drain` does; SchedulerError
+    if the Spark job fails (run it again: it resumes).
+    """
+    root = checkpoint_to_drain(settings)
+    query_id = json.loads((root / "metadata").read_text())["id"]
+    draining = settings.data_dir / DRAINING_FILE
+    draining.write_text(json.dumps({"query_id": query_id, "started_at_ms": now_ms()}) + "\n")
+    inbound = InboundStream.from_url(settings.redis_url)
+    try:
+        inbound.forget_scheduler()
+        forgotten_at = time.monotonic()
+        for field, stream in offset_fields(_recorded_inbound_shards(settings.data_dir)):
+            committed = _committed_offsets(root).get(field)
+            if committed is not None:
+                inbound.trim(committed, stream=stream)
+        messages = _append_pending(spark, settings, str(root), keys.drain_marker(query_id))
+        # A producer that read the shard count before it was taken back sends to a
+        # shard stream until it reads it again: wait that out, then move what came.
+        time.sleep(max(0.0, SHARDS_REFRESH_MS / 1000 - (time.monotonic() - forgotten_at)))
+        moved = sum(inbound.move_to_default(stream) for stream in inbound.shard_streams())
+    finally:
+        inbound.close()
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside = root.with_name(f"{root.name}.drained-{stamp}")
+    root.rename(aside)
+    pinned = settings.data_dir / PINNED_FILE
+    if pinned.exists():
+        pinned.rename(aside / PINNED_FILE)
+    draining.unlink()
+    return DrainReport(messages, moved, aside)
+
+
+def _append_pending(
+    spark: SparkSession, settings: SchedulerSettings, checkpoint: str, marker: str
+) -> int:
+    """Run the Spark job that appends each state partition's pending messages."""
+    try:
+        reports = (
+            spark.read.format("statestore")
+            .option("stateVarName", "entries")
+            .load(checkpoint)
+            .select("list_element.pack")
+            .mapInArrow(
+                functools.partial(hand_over, settings.redis_url, marker, settings.limits), DRAINED
+            )
+            .collect()
+        )
+    except (PySparkException, Py4JError) as exc:
+        if NO_BATCH_YET in str(exc):  # no batch committed: the state holds nothing
+            return 0
+        raise SchedulerError(
+            f"the drain's Spark job failed: {exc}; run delayline drain again, which "
+            "appends only what it has not"
+        ) from exc
+    return sum(int(row["messages"]) for row in reports)
+
+
+def _recorded_inbound_shards(data_dir: Path) -> int:
+    """The inbound shards the checkpoint was made with (1 if none is recorded)."""
+    path = data_dir / PINNED_FILE
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    return int(recorded.get("inbound_shards", 1))
+
+
+def _committed_offsets(root: Path) -> dict[str, str]:
+    """The source offsets (field -> last entry id read) of the checkpoint's last committed
+    batch; empty if none is committed."""
+    committed = [int(p.name) for p in (root / "commits").glob("*") if p.name.isdigit()]
+    if not committed:
+        return {}
+    lines = (root / "offsets" / str(max(committed))).read_text().splitlines()
+    offsets: dict[str, str] = json.loads(lines[-1])
+    return offsets
