@@ -217,7 +217,8 @@ def run(
 @click.option(
     "--checkpoint",
     default=None,
-    help="The checkpoint, if not <data-dir>/checkpoint (a local directory).",
+    help="The checkpoint, if not <data-dir>/checkpoint: a directory or any Hadoop URI "
+    "(hdfs://, s3a://).",
 )
 @one_line_errors
 def drain(redis_url: str | None, redis_port: int, data_dir: Path, checkpoint: str | None) -> None:

@@ -23,7 +23,7 @@ from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.scheduler.drain import DrainReport, checkpoint_to_drain, drain
+from delayline.scheduler.drain import DrainReport, drain, refuse_early
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
@@ -120,7 +120,7 @@ def drain_data_dir(
     :func:`delayline.scheduler.drain.drain` does.
     """
     with data_dir_lock(settings.data_dir), ExitStack() as cleanup:
-        checkpoint_to_drain(settings)  # before Spark's start: it refuses at once
+        refuse_early(settings)  # before Spark's start, where it can
         server = _start_embedded(settings, embedded_port, cleanup, echo)
         if server is not None:
             settings = replace(settings, redis_url=server.url)

@@ -38,9 +38,10 @@ pytestmark = pytest.mark.spark
 def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
     own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path
 ) -> None:
-    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
-    drain = [sys.executable, "-m", "delayline", "drain", "--redis-url", own_redis.url]
-    drain += ["--data-dir", str(data_dir)]
+    # The checkpoint as a URI: the drain reads and moves it through Hadoop, as on HDFS.
+    located = ["--data-dir", str(data_dir), "--checkpoint", (data_dir / "checkpoint").as_uri()]
+    args = ["--redis-url", own_redis.url, "--no-api", *located, *SMALL_WHEEL]
+    drain = [sys.executable, "-m", "delayline", "drain", "--redis-url", own_redis.url, *located]
     with ExitStack() as runs:
         first = runs.enter_context(SchedulerProcess([*args, "--partitions", "2"]))
         # Due over the next 40 s: most wait in the state (coarse and fine slots) at the stop.

@@ -17,7 +17,7 @@ from delayline.plans import producing
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.scheduler import packs
-from delayline.scheduler.drain import append_partition, as_inbound_record, checkpoint_to_drain
+from delayline.scheduler.drain import append_partition, as_inbound_record, refuse_early
 from delayline.scheduler.records import CASCADE_FIELD
 from delayline.scheduler.settings import DRAINING_FILE, SchedulerSettings, pin_settings
 from delayline.timing import now_ms
@@ -105,24 +105,19 @@ def test_producers_follow_a_shard_count_taken_back(
     assert raw_redis.xlen(keys.INBOUND) == 5
 
 
-def test_only_a_settled_local_checkpoint_is_drained_and_a_run_waits_for_the_drain(
+def test_a_local_location_without_a_checkpoint_is_refused_before_spark_starts(
     tmp_path: Path,
 ) -> None:
     settings = SchedulerSettings(data_dir=tmp_path)
     with pytest.raises(ConfigurationError, match="no checkpoint to drain"):
-        checkpoint_to_drain(settings)
-    remote = settings.with_overrides(checkpoint="s3a://bucket/checkpoint")
-    with pytest.raises(ConfigurationError, match="local file system only"):
-        checkpoint_to_drain(remote)
-    root = tmp_path / "checkpoint"
-    (root / "offsets").mkdir(parents=True)
-    (root / "metadata").write_text(json.dumps({"id": "query"}))
-    (root / "offsets" / "0").write_text("v1\n{}\n{}\n")
-    with pytest.raises(ConfigurationError, match="batch in flight"):
-        checkpoint_to_drain(settings)
-    (root / "commits").mkdir()
-    (root / "commits" / "0").write_text("v1\n{}\n")
-    assert checkpoint_to_drain(settings) == root
+        refuse_early(settings)
+    refuse_early(settings.with_overrides(checkpoint="s3a://bucket/checkpoint"))  # later, in Spark
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "metadata").write_text(json.dumps({"id": "query"}))
+    refuse_early(settings)
+
+
+def test_a_run_waits_for_an_unfinished_drain(tmp_path: Path) -> None:
     (tmp_path / DRAINING_FILE).write_text("{}")
     with pytest.raises(ConfigurationError, match="run delayline drain again"):
-        pin_settings(settings)
+        pin_settings(SchedulerSettings(data_dir=tmp_path))

@@ -51,15 +51,10 @@ from delayline.plans.producing import SHARDS_REFRESH_MS
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.scheduler import packs
+from delayline.scheduler.checkpoint_files import CheckpointFiles
 from delayline.scheduler.listing import NO_BATCH_YET
 from delayline.scheduler.records import CASCADE_FIELD
-from delayline.scheduler.settings import (
-    DRAINING_FILE,
-    PINNED_FILE,
-    SchedulerSettings,
-    checkpoint_settled,
-    local_path,
-)
+from delayline.scheduler.settings import DRAINING_FILE, PINNED_FILE, SchedulerSettings, local_path
 from delayline.scheduler.source import inbound_for, offset_fields
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers
@@ -83,7 +78,7 @@ class DrainReport:
     #: Records moved from inbound shard streams to the default stream.
     moved_from_shards: int
     #: Where the old checkpoint (and its pinned settings) now is.
-    drained_checkpoint: Path
+    drained_checkpoint: str
 
 
 def as_inbound_record(record: packs.Record, *, now_ms: int, limits: Limits) -> dict[bytes, bytes]:
@@ -124,27 +119,24 @@ def hand_over(
     )
 
 
-def checkpoint_to_drain(settings: SchedulerSettings) -> Path:
-    """The directory of the checkpoint that ``settings`` name, if it can be drained.
-
-    Raises ConfigurationError if there is none, it is not on the local file
-    system, or its last batch is not committed.
-    """
+def refuse_early(settings: SchedulerSettings) -> None:
+    """Refuse, before Spark starts, a local checkpoint location that holds no checkpoint
+    (ConfigurationError); any other is checked by :func:`drain`, through Hadoop."""
     root = local_path(settings.checkpoint_location)
-    if root is None:
-        raise ConfigurationError(
-            f"delayline drain reads a checkpoint on the local file system only, not "
-            f"{settings.checkpoint_location}: copy it to a local directory and pass that "
-            "as --checkpoint"
-        )
-    if not (root / "metadata").exists():
+    if root is not None and not (root / "metadata").exists():
         raise ConfigurationError(f"there is no checkpoint to drain in {root}")
-    if not checkpoint_settled(str(root)):
+
+
+def check_drainable(files: CheckpointFiles) -> None:
+    """Raise ConfigurationError unless ``files`` hold a checkpoint whose batches are all
+    committed."""
+    if not files.exists():
+        raise ConfigurationError(f"there is no checkpoint to drain in {files.location}")
+    if not files.settled():
         raise ConfigurationError(
-            f"the checkpoint in {root} has a batch in flight: start delayline run once with "
-            "its recorded settings and stop it with Ctrl-C, then drain"
+            f"the checkpoint in {files.location} has a batch in flight: start delayline run "
+            "once with its recorded settings and stop it with Ctrl-C, then drain"
         )
-    return root
 
 
 def append_partition(
@@ -175,25 +167,28 @@ def append_partition(
 
 
 def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
-    """Hand the pending messages of ``settings``' checkpoint to the next one (see the
-    module's text). The scheduler must be stopped, and its data directory locked.
+    """Hand the pending messages of ``settings``' checkpoint (a local directory, HDFS or
+    S3) to the next one (see the module's text). The scheduler must be stopped, and its
+    data directory locked.
 
-    Raises ConfigurationError as :func:`checkpoint_to_drain` does; SchedulerError
-    if the Spark job fails (run it again: it resumes).
+    Raises ConfigurationError as :func:`check_drainable` does; SchedulerError if
+    the Spark job fails (run it again: it resumes).
     """
-    root = checkpoint_to_drain(settings)
-    query_id = json.loads((root / "metadata").read_text())["id"]
+    files = CheckpointFiles(spark, settings.checkpoint_location)
+    check_drainable(files)
+    query_id = files.query_id()
     draining = settings.data_dir / DRAINING_FILE
     draining.write_text(json.dumps({"query_id": query_id, "started_at_ms": now_ms()}) + "\n")
     inbound = InboundStream.from_url(settings.redis_url)
     try:
         inbound.forget_scheduler()
         forgotten_at = time.monotonic()
+        committed = files.committed_offsets()
         for field, stream in offset_fields(_recorded_inbound_shards(settings.data_dir)):
-            committed = _committed_offsets(root).get(field)
-            if committed is not None:
-                inbound.trim(committed, stream=stream)
-        messages = _append_pending(spark, settings, str(root), keys.drain_marker(query_id))
+            if field in committed:
+                inbound.trim(committed[field], stream=stream)
+        marker = keys.drain_marker(query_id)
+        messages = _append_pending(spark, settings, files.location, marker)
         # A producer that read the shard count before it was taken back sends to a
         # shard stream until it reads it again: wait that out, then move what came.
         time.sleep(max(0.0, SHARDS_REFRESH_MS / 1000 - (time.monotonic() - forgotten_at)))
@@ -201,11 +196,7 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     finally:
         inbound.close()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    aside = root.with_name(f"{root.name}.drained-{stamp}")
-    root.rename(aside)
-    pinned = settings.data_dir / PINNED_FILE
-    if pinned.exists():
-        pinned.rename(aside / PINNED_FILE)
+    aside = files.move_aside(f".drained-{stamp}", keep=settings.data_dir / PINNED_FILE)
     draining.unlink()
     return DrainReport(messages, moved, aside)
 
@@ -240,14 +231,3 @@ def _recorded_inbound_shards(data_dir: Path) -> int:
     path = data_dir / PINNED_FILE
     recorded = json.loads(path.read_text()) if path.exists() else {}
     return int(recorded.get("inbound_shards", 1))
-
-
-def _committed_offsets(root: Path) -> dict[str, str]:
-    """The source offsets (field -> last entry id read) of the checkpoint's last committed
-    batch; empty if none is committed."""
-    committed = [int(p.name) for p in (root / "commits").glob("*") if p.name.isdigit()]
-    if not committed:
-        return {}
-    lines = (root / "offsets" / str(max(committed))).read_text().splitlines()
-    offsets: dict[str, str] = json.loads(lines[-1])
-    return offsets
