@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+import redis
 from pyspark.sql import SparkSession
 
 from delayline.errors import ConfigurationError
+from delayline.redis import keys
+from delayline.redis.inbound import InboundStream
 from delayline.scheduler.checkpoint_files import CheckpointFiles
-from delayline.scheduler.drain import check_drainable
+from delayline.scheduler.drain import check_drainable, trim_committed
 
 
 def write(path: Path, text: str) -> None:
@@ -55,3 +58,25 @@ def test_a_checkpoint_is_read_and_moved_aside_through_hadoop(
     assert CheckpointFiles(spark, aside).query_id() == "the-query"
     assert json.loads((moved / "scheduler.json").read_text()) == {"state_partitions": 2}
     assert (moved / "commits" / "2").exists()
+
+
+def test_the_drain_trims_each_stream_up_to_its_committed_offset(
+    spark: SparkSession, tmp_path: Path, redis_url: str, raw_redis: redis.Redis
+) -> None:
+    streams = [keys.INBOUND, keys.inbound_shard(0), keys.inbound_shard(1)]
+    added = {s: [raw_redis.xadd(s, {"n": n}).decode() for n in range(4)] for s in streams}
+    root = tmp_path / "checkpoint"
+    write(root / "metadata", json.dumps({"id": "q"}))
+    # The last committed batch read the default stream to its 2nd entry and shard 0 to its
+    # 3rd; shard 1 not at all. The batch after it is planned, not committed.
+    committed = {"id": added[keys.INBOUND][1], "id.0": added[keys.inbound_shard(0)][2]}
+    write(root / "offsets" / "0", f"v1\n{{}}\n{json.dumps({**committed, 'id.1': '0-0'})}")
+    write(root / "commits" / "0", "v1\n{}")
+    write(root / "offsets" / "1", f"v1\n{{}}\n{json.dumps({'id': added[keys.INBOUND][3]})}")
+    inbound = InboundStream.from_url(redis_url)
+    trim_committed(inbound, CheckpointFiles(spark, str(root)), inbound_shards=2)
+    inbound.close()
+    left = {stream: [e.decode() for e, _ in raw_redis.xrange(stream)] for stream in streams}
+    assert left[keys.INBOUND] == added[keys.INBOUND][2:]
+    assert left[keys.inbound_shard(0)] == added[keys.inbound_shard(0)][3:]
+    assert left[keys.inbound_shard(1)] == added[keys.inbound_shard(1)]

@@ -166,6 +166,16 @@ def append_partition(
             inbound.append_drained(marker, partition, chunk, records)
 
 
+def trim_committed(inbound: InboundStream, files: CheckpointFiles, inbound_shards: int) -> None:
+    """Trim each inbound stream that the checkpoint reads (it has ``inbound_shards``) up
+    to its offset at the last committed batch. A running source trims a batch's records
+    only when it plans the next one; a new checkpoint reads every stream from the start."""
+    committed = files.committed_offsets()
+    for field, stream in offset_fields(inbound_shards):
+        if field in committed:
+            inbound.trim(committed[field], stream=stream)
+
+
 def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     """Hand the pending messages of ``settings``' checkpoint (a local directory, HDFS or
     S3) to the next one (see the module's text). The scheduler must be stopped, and its
@@ -183,10 +193,7 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     try:
         inbound.forget_scheduler()
         forgotten_at = time.monotonic()
-        committed = files.committed_offsets()
-        for field, stream in offset_fields(_recorded_inbound_shards(settings.data_dir)):
-            if field in committed:
-                inbound.trim(committed[field], stream=stream)
+        trim_committed(inbound, files, _recorded_inbound_shards(settings.data_dir))
         marker = keys.drain_marker(query_id)
         messages = _append_pending(spark, settings, files.location, marker)
         # A producer that read the shard count before it was taken back sends to a
