@@ -19,7 +19,7 @@ from delayline.redis.inbound import InboundStream
 from delayline.scheduler import packs
 from delayline.scheduler.drain import append_partition, as_inbound_record, refuse_early
 from delayline.scheduler.records import CASCADE_FIELD
-from delayline.scheduler.settings import DRAINING_FILE, SchedulerSettings, pin_settings
+from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from delayline.validation import Limits
 
@@ -115,9 +115,3 @@ def test_a_local_location_without_a_checkpoint_is_refused_before_spark_starts(
     (tmp_path / "checkpoint").mkdir()
     (tmp_path / "checkpoint" / "metadata").write_text(json.dumps({"id": "query"}))
     refuse_early(settings)
-
-
-def test_a_run_waits_for_an_unfinished_drain(tmp_path: Path) -> None:
-    (tmp_path / DRAINING_FILE).write_text("{}")
-    with pytest.raises(ConfigurationError, match="run delayline drain again"):
-        pin_settings(SchedulerSettings(data_dir=tmp_path))

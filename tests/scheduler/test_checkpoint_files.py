@@ -48,6 +48,9 @@ def test_a_checkpoint_is_read_and_moved_aside_through_hadoop(
 
     write(root / "commits" / "2", "v1\n{}")
     check_drainable(files)
+    assert not files.draining()
+    files.mark_draining('{"query_id": "the-query"}')
+    assert files.draining()
     assert files.committed_offsets() == offsets[2]
     pinned = tmp_path / "data" / "scheduler.json"
     write(pinned, '{"state_partitions": 2}')
@@ -56,6 +59,7 @@ def test_a_checkpoint_is_read_and_moved_aside_through_hadoop(
     assert not pinned.exists()
     moved = tmp_path / "checkpoint.drained-x"
     assert CheckpointFiles(spark, aside).query_id() == "the-query"
+    assert CheckpointFiles(spark, aside).draining()  # the mark went with it
     assert json.loads((moved / "scheduler.json").read_text()) == {"state_partitions": 2}
     assert (moved / "commits" / "2").exists()
 

@@ -3,7 +3,8 @@ that one code reads a local directory, HDFS (``hdfs://``) and S3 (``s3a://``) al
 
 Spark's checkpoint holds ``metadata`` (the query id, as JSON), the offset log
 ``offsets/<batch>`` (a version line, the batch's metadata, then one line per
-source with its offset as JSON) and the commit log ``commits/<batch>``.
+source with its offset as JSON) and the commit log ``commits/<batch>``. A drain
+adds ``draining.json`` (DRAINING_FILE) while it runs; Spark reads none of it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
+
+#: In a checkpoint that a drain has begun: it is renamed with the checkpoint, so that
+#: the rename alone says the drain has finished.
+DRAINING_FILE = "draining.json"
 
 
 class CheckpointFiles:
@@ -42,6 +47,18 @@ class CheckpointFiles:
         """The id of the query that the checkpoint belongs to."""
         query_id: str = json.loads(self._read("metadata"))["id"]
         return query_id
+
+    def draining(self) -> bool:
+        """True if a drain of this checkpoint has begun (and so not finished)."""
+        return bool(self._fs.exists(self._path(DRAINING_FILE)))
+
+    def mark_draining(self, text: str) -> None:
+        """Write DRAINING_FILE with ``text``: the checkpoint is being drained."""
+        stream = self._fs.create(self._path(DRAINING_FILE), True)
+        try:
+            stream.write(text.encode())
+        finally:
+            stream.close()
 
     def last_batch(self, log: str) -> int:
         """The newest batch in the ``offsets`` or ``commits`` log, or -1 if none."""

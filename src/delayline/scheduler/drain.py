@@ -11,7 +11,8 @@ reads those messages back.
 - **Once each.** A state partition's messages are appended in chunks, in a
   fixed order; each chunk goes in one transaction with its mark in a Redis
   hash, so that a drain stopped midway and run again appends the rest only.
-  While a drain is unfinished, ``delayline run`` refuses the data directory.
+  While a drain is unfinished, ``delayline run`` refuses the checkpoint: the
+  drain marks it first, and the rename that ends the drain takes the mark along.
 - **Counted once.** The appended records carry ``cascade=1``, as a coarse
   slot's hand-down does: the source does not count them as accepted again, and
   the forecast, which counts them still, stays right.
@@ -54,7 +55,7 @@ from delayline.scheduler import packs
 from delayline.scheduler.checkpoint_files import CheckpointFiles
 from delayline.scheduler.listing import NO_BATCH_YET
 from delayline.scheduler.records import CASCADE_FIELD
-from delayline.scheduler.settings import DRAINING_FILE, PINNED_FILE, SchedulerSettings, local_path
+from delayline.scheduler.settings import PINNED_FILE, SchedulerSettings, local_path
 from delayline.scheduler.source import inbound_for, offset_fields
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers
@@ -187,8 +188,7 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     files = CheckpointFiles(spark, settings.checkpoint_location)
     check_drainable(files)
     query_id = files.query_id()
-    draining = settings.data_dir / DRAINING_FILE
-    draining.write_text(json.dumps({"query_id": query_id, "started_at_ms": now_ms()}) + "\n")
+    files.mark_draining(json.dumps({"query_id": query_id, "started_at_ms": now_ms()}) + "\n")
     inbound = InboundStream.from_url(settings.redis_url)
     try:
         inbound.forget_scheduler()
@@ -204,7 +204,6 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
         inbound.close()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = files.move_aside(f".drained-{stamp}", keep=settings.data_dir / PINNED_FILE)
-    draining.unlink()
     return DrainReport(messages, moved, aside)
 
 

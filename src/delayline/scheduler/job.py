@@ -7,7 +7,9 @@ import functools
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from delayline.errors import ConfigurationError
 from delayline.scheduler import schemas
+from delayline.scheduler.checkpoint_files import CheckpointFiles
 from delayline.scheduler.processor import WheelProcessor
 from delayline.scheduler.settings import SchedulerSettings, pin_settings
 from delayline.scheduler.sink import DeliverySink
@@ -21,8 +23,14 @@ def start_query(spark: SparkSession, settings: SchedulerSettings, run_token: str
 
     ``run_token`` names this run's pause flag (see ``Scheduler.stop``).
 
-    Raises ConfigurationError if the checkpoint was made with other pinned settings.
+    Raises ConfigurationError if the checkpoint was made with other pinned settings, or
+    a drain of it has not finished.
     """
+    if CheckpointFiles(spark, settings.checkpoint_location).draining():
+        raise ConfigurationError(
+            f"a drain of the checkpoint {settings.checkpoint_location} has not finished: "
+            "run delayline drain again, then start"
+        )
     pin_settings(settings)
     spark.dataSource.register(InboundSource)
     spark.dataSource.register(DeliverySink)

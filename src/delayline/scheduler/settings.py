@@ -34,8 +34,6 @@ PINNED_WHILE_IN_FLIGHT = ("fire_lead_ms",)
 
 #: Where the pinned settings are recorded, in the data directory.
 PINNED_FILE = "scheduler.json"
-#: Present in the data directory while a drain (``delayline drain``) has not finished.
-DRAINING_FILE = "draining.json"
 
 #: Spark refuses a driver heap under 450 MiB; 512m leaves room for the survivor spaces.
 MIN_DRIVER_MEMORY_MB = 512
@@ -230,13 +228,8 @@ def pin_settings(settings: SchedulerSettings) -> None:
     A setting of PINNED_WHILE_IN_FLIGHT may change when the checkpoint has no
     batch in flight; the record then takes the new value. Raises
     ConfigurationError naming each setting that differs from the recorded one
-    and may not change now, or if a drain of the data directory has not finished.
+    and may not change now.
     """
-    if (settings.data_dir / DRAINING_FILE).exists():
-        raise ConfigurationError(
-            f"a drain of {settings.data_dir} has not finished: run delayline drain again "
-            "on it, then start"
-        )
     path = settings.data_dir / PINNED_FILE
     names = (*PINNED, *PINNED_WHILE_IN_FLIGHT)
     current = {name: getattr(settings, name) for name in names}
