@@ -4,9 +4,8 @@ The settings that shape the state (state partitions, inbound shards, the
 wheel) are pinned by the checkpoint. To change them, ``delayline drain``
 reads the state of the last committed batch with Spark's state data source,
 as the listing does, and appends every message it holds to the default
-inbound stream. Then it moves the checkpoint
-aside, and the next ``delayline run`` starts a new one, with any settings, that
-reads those messages back.
+inbound stream. Then it moves the checkpoint aside, and the next ``delayline
+run`` starts a new one, with any settings, that reads those messages back.
 
 - **Once each.** A state partition's messages are appended in chunks, in a
   fixed order; each chunk goes in one transaction with its mark in a Redis
@@ -24,8 +23,8 @@ reads those messages back.
   what it did not read stays for the new one, and what waits in a shard
   stream moves to the default stream, which every scheduler reads.
   Producers learn the shard count again within
-  :data:`delayline.plans.producing.SHARDS_REFRESH_MS`; the drain takes the count back
-  first and moves the shards' records last, at least that long after.
+  :data:`delayline.plans.producing.SHARDS_REFRESH_MS`; the drain takes the
+  count back first and moves the shards' records last, at least that long after.
 """
 
 from __future__ import annotations
