@@ -72,9 +72,7 @@ def run_service(
     """
     stop = threading.Event()
     with data_dir_lock(settings.data_dir), _stop_on_signals(stop), ExitStack() as cleanup:
-        server = _start_embedded(settings, embedded_port, cleanup, echo)
-        if server is not None:
-            settings = replace(settings, redis_url=server.url)
+        settings, server = _start_embedded(settings, embedded_port, cleanup, echo)
         # No retries inside a call: the loops here wait, report, and stay stoppable.
         connection = RedisConnection.from_url(settings.redis_url, patience_ms=0)
         cleanup.callback(connection.close)
@@ -121,9 +119,7 @@ def drain_data_dir(
     """
     with data_dir_lock(settings.data_dir), ExitStack() as cleanup:
         refuse_early(settings)  # before Spark's start, where it can
-        server = _start_embedded(settings, embedded_port, cleanup, echo)
-        if server is not None:
-            settings = replace(settings, redis_url=server.url)
+        settings, _ = _start_embedded(settings, embedded_port, cleanup, echo)
         echo(f"redis     {settings.redis_url}")
         echo(f"draining  {settings.checkpoint_location}")
         with ticking(echo, "draining", _START_TICK_S):
@@ -137,15 +133,16 @@ def _start_embedded(
     port: int | None,
     cleanup: ExitStack,
     echo: Callable[[str], None],
-) -> EmbeddedRedis | None:
-    """Start the data directory's embedded Redis on ``port``, stopped by ``cleanup``;
-    None if ``port`` is None (an external Redis)."""
+) -> tuple[SchedulerSettings, EmbeddedRedis | None]:
+    """Start the data directory's embedded Redis on ``port``, stopped by ``cleanup``, and
+    return the settings pointed at it, and it; with ``port`` None (an external Redis),
+    the settings as they are, and None."""
     if port is None:
-        return None
+        return settings, None
     server = EmbeddedRedis(settings.data_dir / "redis", port)
     cleanup.callback(server.stop)
     server.start(on_progress=lambda line: echo(f"redis     {line}"))
-    return server
+    return replace(settings, redis_url=server.url), server
 
 
 #: How often ``delayline run`` says it is still starting Spark (s).

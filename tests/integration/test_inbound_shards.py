@@ -60,7 +60,7 @@ def test_the_sdk_spreads_sends_over_the_shards_the_scheduler_published(
         assert raw_redis.xlen(keys.INBOUND) == 5
         raw_redis.hset(keys.CONFIG, "inbound_shards", 4)
         sent = client.send_many([far] * 40)
-    # A client that learned the shards keeps them: they are pinned.
+    # A new client reads the count afresh (a client reads it again every 10 s).
     raw_redis.hset(keys.CONFIG, "inbound_shards", 1)
     with Client(redis_url) as client:
         later = client.send_many([far] * 3)

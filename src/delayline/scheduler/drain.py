@@ -35,7 +35,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow as pa
 from py4j.protocol import Py4JError
@@ -54,7 +53,12 @@ from delayline.scheduler import packs
 from delayline.scheduler.checkpoint_files import CheckpointFiles
 from delayline.scheduler.listing import NO_BATCH_YET
 from delayline.scheduler.records import CASCADE_FIELD
-from delayline.scheduler.settings import PINNED_FILE, SchedulerSettings, local_path
+from delayline.scheduler.settings import (
+    PINNED_FILE,
+    SchedulerSettings,
+    local_path,
+    recorded_settings,
+)
 from delayline.scheduler.source import inbound_for, offset_fields
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers
@@ -192,7 +196,8 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     try:
         inbound.forget_scheduler()
         forgotten_at = time.monotonic()
-        trim_committed(inbound, files, _recorded_inbound_shards(settings.data_dir))
+        recorded = recorded_settings(settings.data_dir)
+        trim_committed(inbound, files, int(recorded.get("inbound_shards", 1)))
         marker = keys.drain_marker(query_id)
         messages = _append_pending(spark, settings, files.location, marker)
         # A producer that read the shard count before it was taken back sends to a
@@ -229,10 +234,3 @@ def _append_pending(
             "appends only what it has not"
         ) from exc
     return sum(int(row["messages"]) for row in reports)
-
-
-def _recorded_inbound_shards(data_dir: Path) -> int:
-    """The inbound shards the checkpoint was made with (1 if none is recorded)."""
-    path = data_dir / PINNED_FILE
-    recorded = json.loads(path.read_text()) if path.exists() else {}
-    return int(recorded.get("inbound_shards", 1))

@@ -233,7 +233,7 @@ def pin_settings(settings: SchedulerSettings) -> None:
     path = settings.data_dir / PINNED_FILE
     names = (*PINNED, *PINNED_WHILE_IN_FLIGHT)
     current = {name: getattr(settings, name) for name in names}
-    recorded = json.loads(path.read_text()) if path.exists() else {}
+    recorded = recorded_settings(settings.data_dir)
     differs = [name for name in names if name in recorded and recorded[name] != current[name]]
     refused = [
         name
@@ -256,6 +256,13 @@ def pin_settings(settings: SchedulerSettings) -> None:
     if differs or not path.exists() or set(recorded) != set(names):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(current, indent=2) + "\n")
+
+
+def recorded_settings(data_dir: Path) -> dict[str, Any]:
+    """The pinned settings recorded in ``data_dir`` (PINNED_FILE), or {} if none are."""
+    path = data_dir / PINNED_FILE
+    recorded: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return recorded
 
 
 def checkpoint_settled(location: str) -> bool:
