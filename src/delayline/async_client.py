@@ -33,7 +33,6 @@ from delayline.listing import (
 from delayline.model import Message
 from delayline.plans import Plan, consuming, observing
 from delayline.plans.observing import Metrics, StreamEntry
-from delayline.redis import keys
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, AsyncRedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
@@ -145,7 +144,7 @@ class AsyncClient(ClientBase):
             listing_waits(status, began, timeout_s, on_progress)
             await asyncio.sleep(LISTING_POLL_S)
         rows = await self._run(observing.listing_rows(listing_id))
-        return by_due_time(rows + await self._run(observing.outbox_listing(request)), limit)
+        return by_due_time(rows + await self._run(self._outbox_plan(request)), limit)
 
     async def cancel_key(self, topic: str, key: str) -> int:
         """See :meth:`delayline.Client.cancel_key`."""
@@ -174,7 +173,7 @@ class AsyncClient(ClientBase):
 
     async def rejects(self, count: int = 20) -> list[StreamEntry]:
         """See :meth:`delayline.Client.rejects`."""
-        return await self._run(observing.recent(keys.REJECTS, count))
+        return await self._run(self._rejects_plan(count))
 
     async def dead_letters(self, count: int = 20) -> list[StreamEntry]:
         """See :meth:`delayline.Client.dead_letters`."""
@@ -242,7 +241,11 @@ class AsyncDelivery(DeliveryBase):
         self, *, level: int | None = None, delay: timedelta | int | None = None
     ) -> bool:
         """See :meth:`delayline.client.Delivery.retry_later`."""
-        return await self._client._run(self._retry_plan(level, delay))
+        return await self._client._run(
+            self._client._with_published(
+                lambda published: self._retry_plan(level, delay, published)
+            )
+        )
 
     async def dead_letter(self, reason: str) -> None:
         """See :meth:`delayline.client.Delivery.dead_letter`."""

@@ -32,7 +32,6 @@ from delayline.listing import (
 )
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
-from delayline.redis import keys
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
@@ -77,11 +76,11 @@ class ClientBase:
     def __init__(self, *, limits: Limits | None, status_retention_ms: int) -> None:
         self.limits = limits or Limits()
         self.status_retention_ms = status_retention_ms
-        #: The scheduler's inbound shards once it has published them, and when they
-        #: were read (monotonic ms): read again after producing.SHARDS_REFRESH_MS,
-        #: since a drain can change them.
-        self._inbound_shards: int | None = None
-        self._shards_read_at_ms = 0
+        #: The scheduler's config once it has published it, and when it was read
+        #: (monotonic ms): read again after producing.SHARDS_REFRESH_MS, since a
+        #: drain can change it.
+        self._published: producing.Published | None = None
+        self._published_at_ms = 0
 
     def _send_plan(self, topic: str, body: bytes | str, **arguments: Any) -> Plan[list[str]]:
         message = Message.create(
@@ -94,17 +93,27 @@ class ClientBase:
         return self._sends_plan(batch)
 
     def _sends_plan(self, messages: list[Message]) -> Plan[list[str]]:
-        if time.monotonic() * 1000 - self._shards_read_at_ms > producing.SHARDS_REFRESH_MS:
-            self._inbound_shards = None
-        return producing.send_over_shards(messages, self._inbound_shards, self._learn_shards)
+        return self._with_published(lambda published: producing.send(messages, published))
 
-    def _learn_shards(self, inbound_shards: int) -> None:
-        self._inbound_shards = inbound_shards
-        self._shards_read_at_ms = int(time.monotonic() * 1000)
+    def _with_published(self, build: Callable[[producing.Published], Plan[T]]) -> Plan[T]:
+        """``build``'s plan for the scheduler's config (its shards and horizon), read
+        first unless known for less than producing.SHARDS_REFRESH_MS."""
+        if time.monotonic() * 1000 - self._published_at_ms > producing.SHARDS_REFRESH_MS:
+            self._published = None
+        return producing.with_published(build, self._published, self._learn)
+
+    def _learn(self, published: producing.Published) -> None:
+        self._published = published
+        self._published_at_ms = int(time.monotonic() * 1000)
 
     def _cancel_plan(self, message_id: str) -> Plan[bool]:
-        return producing.cancel(
-            message_id, now_ms=timing.now_ms(), retention_ms=self.status_retention_ms
+        return self._with_published(
+            lambda published: producing.cancel(
+                message_id,
+                now_ms=timing.now_ms(),
+                retention_ms=self.status_retention_ms,
+                shards=published.shards,
+            )
         )
 
     def _reschedule_plan(
@@ -118,8 +127,14 @@ class ClientBase:
         deliver_at_ms = resolve_deliver_at_ms(
             now_ms=now, limits=self.limits, delay=delay, deliver_at=deliver_at, level=level
         )
-        return producing.reschedule(
-            message_id, deliver_at_ms, now_ms=now, retention_ms=self.status_retention_ms
+        return self._with_published(
+            lambda published: producing.reschedule(
+                message_id,
+                deliver_at_ms,
+                now_ms=now,
+                retention_ms=self.status_retention_ms,
+                published=published,
+            )
         )
 
     def _listing(
@@ -140,18 +155,37 @@ class ClientBase:
         return request, uuid.uuid4().hex
 
     def _cancel_many_plan(self, topic: str, rows: list[PendingMessage]) -> Plan[int]:
-        return producing.cancel_many(
-            [row.id for row in rows],
-            topic,
-            now_ms=timing.now_ms(),
-            retention_ms=self.status_retention_ms,
+        return self._with_published(
+            lambda published: producing.cancel_many(
+                [row.id for row in rows],
+                topic,
+                now_ms=timing.now_ms(),
+                retention_ms=self.status_retention_ms,
+                shards=published.shards,
+            )
         )
 
     def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
-        return producing.status(message_id, now_ms=timing.now_ms())
+        return self._with_published(
+            lambda published: producing.status(
+                message_id, now_ms=timing.now_ms(), shards=published.shards
+            )
+        )
+
+    def _rejects_plan(self, count: int) -> Plan[list[observing.StreamEntry]]:
+        return self._with_published(
+            lambda published: observing.rejects(count, shards=published.shards)
+        )
+
+    def _outbox_plan(self, request: ListRequest) -> Plan[list[PendingMessage]]:
+        return self._with_published(
+            lambda published: observing.outbox_listing(request, shards=published.shards)
+        )
 
     def _metrics_plan(self) -> Plan[observing.Metrics]:
-        return observing.metrics(now_ms=timing.now_ms())
+        return self._with_published(
+            lambda published: observing.metrics(now_ms=timing.now_ms(), shards=published.shards)
+        )
 
     def _pending_plan(
         self,
@@ -161,13 +195,19 @@ class ClientBase:
         end: datetime | None,
         hot_over: int,
     ) -> Plan[Forecast]:
-        return observing.forecast(
-            by=check_granularity(by),
-            topic=topic,
-            from_ms=None if start is None else timing.to_epoch_ms(start, "start"),
-            to_ms=None if end is None else timing.to_epoch_ms(end, "end"),
-            hot_over=hot_over,
-            now_ms=timing.now_ms(),
+        granularity = check_granularity(by)
+        from_ms = None if start is None else timing.to_epoch_ms(start, "start")
+        to_ms = None if end is None else timing.to_epoch_ms(end, "end")
+        return self._with_published(
+            lambda published: observing.forecast(
+                by=granularity,
+                topic=topic,
+                from_ms=from_ms,
+                to_ms=to_ms,
+                hot_over=hot_over,
+                now_ms=timing.now_ms(),
+                shards=published.shards,
+            )
         )
 
     def _consumer(
@@ -347,7 +387,7 @@ class Client(ClientBase):
             listing_waits(status, began, timeout_s, on_progress)
             time.sleep(LISTING_POLL_S)
         rows = self._run(observing.listing_rows(listing_id))
-        return by_due_time(rows + self._run(observing.outbox_listing(request)), limit)
+        return by_due_time(rows + self._run(self._outbox_plan(request)), limit)
 
     def cancel_key(self, topic: str, key: str) -> int:
         """Cancel every pending message of ``topic`` with producer key ``key``; returns how
@@ -385,7 +425,7 @@ class Client(ClientBase):
     def rejects(self, count: int = 20) -> list[observing.StreamEntry]:
         """The newest ``count`` records the scheduler refused, newest first, each with
         its ``reason`` (from ``delayline:rejects``)."""
-        return self._run(observing.recent(keys.REJECTS, count))
+        return self._run(self._rejects_plan(count))
 
     def dead_letters(self, count: int = 20) -> list[observing.StreamEntry]:
         """The newest ``count`` dead letters across every ``<topic>.DLQ``, newest first.
@@ -467,7 +507,11 @@ class Delivery(DeliveryBase):
         Once the policy's retries are used up the message goes to
         ``<topic>.DLQ`` instead and this returns False.
         """
-        return self._client._run(self._retry_plan(level, delay))
+        return self._client._run(
+            self._client._with_published(
+                lambda published: self._retry_plan(level, delay, published)
+            )
+        )
 
     def dead_letter(self, reason: str) -> None:
         """Give up: move the entry to ``<topic>.DLQ`` with ``reason``, and ack it."""

@@ -14,6 +14,7 @@ from delayline import timing
 from delayline.errors import ValidationError
 from delayline.plans import Plan, consuming
 from delayline.plans.consuming import Entry
+from delayline.plans.producing import Published
 from delayline.retry import RetryPolicy
 from delayline.timing import from_epoch_ms
 from delayline.validation import Limits, delay_ms_of
@@ -67,8 +68,11 @@ class DeliveryBase:
     def _ack_plan(self) -> Plan[None]:
         return consuming.ack(self.entry)
 
-    def _retry_plan(self, level: int | None, delay: timedelta | int | None) -> Plan[bool]:
-        """Reschedule with ``attempt + 1``, or dead-letter once the policy is used up."""
+    def _retry_plan(
+        self, level: int | None, delay: timedelta | int | None, published: Published
+    ) -> Plan[bool]:
+        """Reschedule with ``attempt + 1`` as the scheduler ``published``, or dead-letter
+        once the policy is used up."""
         if level is not None and delay is not None:
             raise ValidationError("delay", "exclusive", "use only one of level or delay, not both")
         explicit_ms = timing.level_delay_ms(level) if level is not None else None
@@ -81,8 +85,7 @@ class DeliveryBase:
             plan = consuming.dead_letter(self.entry, reason, now_ms=now_ms)
             return Plan(plan.commands, lambda _: False, plan.action, transaction=True)
         message = consuming.next_attempt(self.entry, delay_ms, now_ms=now_ms, limits=self.limits)
-        plan = consuming.retry(self.entry, message)
-        return Plan(plan.commands, lambda _: True, plan.action, transaction=True)
+        return consuming.retry(self.entry, message, published)
 
     def _dead_letter_plan(self, reason: str) -> Plan[None]:
         return consuming.dead_letter(self.entry, reason, now_ms=timing.now_ms())

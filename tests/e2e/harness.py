@@ -292,12 +292,27 @@ def kill_at(
         time.sleep(0.002)
 
 
+def shard_layout(raw: redis.Redis) -> list[keys.ShardKeys]:
+    """The shards a reader adds up, for the shard count the scheduler published."""
+    return keys.read_layout(int(raw.hget(keys.CONFIG, "inbound_shards") or 1))
+
+
+def stats_of(raw: redis.Redis) -> dict[str, int]:
+    """The scheduler's counters, every shard's added up."""
+    stats: dict[str, int] = {}
+    for shard in shard_layout(raw):
+        for name, value in raw.hgetall(shard.stats).items():
+            stats[name.decode()] = stats.get(name.decode(), 0) + int(value)
+    return stats
+
+
 def pipeline_state(raw: redis.Redis, data_dir: Path) -> str:
     """Where the messages are, and how far the query got: for a failure message."""
-    stats = {k.decode(): int(v) for k, v in raw.hgetall(keys.STATS).items()}
+    stats = stats_of(raw)
     offsets, commits = checkpoint_batches(data_dir)
+    outbox = sum(raw.zcard(shard.outbox) for shard in shard_layout(raw))
     return (
-        f"inbound {raw.xlen(keys.INBOUND)}, outbox {raw.zcard(keys.OUTBOX)}, "
+        f"inbound {raw.xlen(keys.INBOUND)}, outbox {outbox}, "
         f"delivered {len(arrivals(raw))}, stats {stats}; "
         f"checkpoint: newest offset batch {offsets}, newest commit {commits}"
     )
@@ -440,7 +455,7 @@ def arrivals(raw: redis.Redis, topics: Sequence[str] = TOPICS) -> list[Arrival]:
 
 def settled(raw: redis.Redis, workload: Workload) -> bool:
     """True once every message is delivered or dropped and every bad record rejected."""
-    stats = {k.decode(): int(v) for k, v in raw.hgetall(keys.STATS).items()}
+    stats = stats_of(raw)
     return (
         stats.get("delivered", 0) >= len(workload.expected)
         and stats.get("dropped", 0) >= len(workload.cancelled)
@@ -467,7 +482,7 @@ def check_exactly_once(raw: redis.Redis, workload: Workload, *, max_late_ms: int
         if max_late_ms is not None:
             late_ms = arrival.stream_ms - sent.deliver_at_ms
             assert late_ms <= max_late_ms, f"{arrival.message_id} was {late_ms} ms late"
-    rejects = [fields for _, fields in raw.xrange(keys.REJECTS)]
+    rejects = [fields for shard in shard_layout(raw) for _, fields in raw.xrange(shard.rejects)]
     assert len(rejects) == len(workload.malformed)
     for fields in rejects:
         assert fields[b"reason"], "a reject without a reason"
@@ -480,11 +495,18 @@ def check_exactly_once(raw: redis.Redis, workload: Workload, *, max_late_ms: int
 
 
 def forecast_left(raw: redis.Redis) -> dict[str, dict[bytes, int]]:
-    """The forecast's counters that are not zero, by key."""
+    """The forecast's counters that are not zero, every shard's added up, by the
+    unsharded key's name (a message may be counted in one shard and settled in another)."""
+    totals: dict[str, dict[bytes, int]] = {}
+    for shard in shard_layout(raw):
+        for minute in raw.zrange(shard.forecast_index, 0, -1):
+            for suffix in ("", ":s"):
+                counts = totals.setdefault(keys.forecast(int(minute)) + suffix, {})
+                for name, n in raw.hgetall(shard.forecast(int(minute)) + suffix).items():
+                    counts[name] = counts.get(name, 0) + int(n)
     left = {}
-    for minute in raw.zrange(keys.FORECAST_INDEX, 0, -1):
-        for key in (keys.forecast(int(minute)), keys.forecast(int(minute)) + ":s"):
-            counts = {field: int(n) for field, n in raw.hgetall(key).items() if int(n) != 0}
-            if counts:
-                left[key] = counts
+    for key, counts in totals.items():
+        nonzero = {name: n for name, n in counts.items() if n != 0}
+        if nonzero:
+            left[key] = nonzero
     return left

@@ -15,11 +15,17 @@ import psutil
 import pytest
 import redis
 
-from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler import standalone
 from delayline.scheduler.priority import SPARK_NICENESS
-from tests.e2e.harness import SchedulerProcess, check_exactly_once, send_workload, settled, wait_for
+from tests.e2e.harness import (
+    SchedulerProcess,
+    check_exactly_once,
+    send_workload,
+    settled,
+    stats_of,
+    wait_for,
+)
 from tests.support import free_port
 
 pytestmark = pytest.mark.spark
@@ -40,7 +46,7 @@ def cluster(tmp_path: Path) -> Iterator[standalone.RunningCluster]:
 
 
 def delivered(raw: redis.Redis) -> int:
-    return int(raw.hget(keys.STATS, "delivered") or 0)
+    return stats_of(raw).get("delivered", 0)
 
 
 def test_spark_submit_runs_the_packaged_entry_point() -> None:

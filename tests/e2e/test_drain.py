@@ -1,9 +1,10 @@
 """``delayline drain``: new pinned settings for a running deployment, nothing lost.
 
-A scheduler with 2 state partitions and 2 inbound shards is stopped with
+A scheduler with 2 state partitions and 2 Redis shards is stopped with
 messages pending in its state; the drain hands them to the inbound stream; a
-scheduler with 3 partitions and one inbound stream, which the old checkpoint
-would refuse, delivers every one of them once, none early.
+scheduler with 3 partitions, which the old checkpoint would refuse, delivers
+every one of them once, none early. (The shard count lays out the delivery
+keys in Redis too: it stays, see tests/integration/test_shard_layout.py.)
 (That the drain trims what the old checkpoint committed is checked in
 tests/scheduler/test_checkpoint_files.py: a running source trims its streams
 between batches, so here they are trimmed already.)
@@ -20,7 +21,6 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.settings import PINNED_FILE
 from tests.e2e.harness import (
@@ -32,6 +32,7 @@ from tests.e2e.harness import (
     pipeline_state,
     send_workload,
     settled,
+    shard_layout,
     wait_for,
 )
 
@@ -59,7 +60,7 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         drained = subprocess.run(drain, capture_output=True, text=True, timeout=300)
         assert drained.returncode == 0, drained.stdout[-3000:] + drained.stderr[-3000:]
         count = int(drained.stdout.split("drained   ")[1].split()[0])
-        in_outbox = own_raw.zcard(keys.OUTBOX)
+        in_outbox = sum(own_raw.zcard(shard.outbox) for shard in shard_layout(own_raw))
         assert count + in_outbox >= len(workload.expected) - delivered_before, drained.stdout
         assert not (data_dir / "checkpoint").exists()
         [aside] = data_dir.glob("checkpoint.drained-*")
@@ -72,7 +73,7 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         assert "no checkpoint to drain" in again.stderr
 
         second = runs.enter_context(
-            SchedulerProcess([*args, "--partitions", "3", "--inbound-shards", "1"])
+            SchedulerProcess([*args, "--partitions", "3", "--inbound-shards", "2"])
         )
         wait_for(
             lambda: settled(own_raw, workload),
@@ -84,4 +85,4 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         # The stop makes messages late; what must hold is once, never early, none lost.
         check_exactly_once(own_raw, workload, max_late_ms=None)
         pinned = json.loads((data_dir / PINNED_FILE).read_text())
-        assert (pinned["state_partitions"], pinned["inbound_shards"]) == (3, 1)
+        assert (pinned["state_partitions"], pinned["inbound_shards"]) == (3, 2)

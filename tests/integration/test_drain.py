@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayline import Client, ids
+from delayline import ids
 from delayline.errors import ConfigurationError
 from delayline.model import decode_record
-from delayline.plans import producing
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.scheduler import packs
@@ -70,39 +69,6 @@ def test_a_partition_resumes_after_its_last_appended_chunk(
     assert raw_redis.xlen(keys.INBOUND) == 6
     assert raw_redis.ttl(MARKER) > 0
     inbound.close()
-
-
-def test_shard_streams_move_whole_and_in_order_to_the_default_stream(
-    redis_url: str, raw_redis: redis.Redis
-) -> None:
-    inbound = InboundStream.from_url(redis_url)
-    raw_redis.xadd(keys.INBOUND, {"n": "default"})
-    for shard in (0, 3):
-        for n in range(5):
-            raw_redis.xadd(keys.inbound_shard(shard), {"n": f"{shard}.{n}"})
-    raw_redis.set(keys.inbound_shard(7), "not a stream")
-    assert inbound.shard_streams() == [keys.inbound_shard(0), keys.inbound_shard(3)]
-    assert inbound.move_to_default(keys.inbound_shard(3), page_size=2) == 5
-    assert raw_redis.xlen(keys.inbound_shard(3)) == 0
-    moved = [fields[b"n"].decode() for _, fields in raw_redis.xrange(keys.INBOUND)]
-    assert moved == ["default", *(f"3.{n}" for n in range(5))]
-    inbound.close()
-
-
-def test_producers_follow_a_shard_count_taken_back(
-    redis_url: str, raw_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    far = {"topic": "t", "body": b"x", "deliver_at": now_ms() + 3_600_000}
-    raw_redis.hset(keys.CONFIG, "inbound_shards", 4)
-    raw_redis.zadd(keys.WAKEUPS, {"1": 1})
-    with Client(redis_url) as client:
-        client.send_many([far] * 20)
-        assert raw_redis.xlen(keys.INBOUND) == 0  # spread over the 4 shards
-        InboundStream.from_url(redis_url).forget_scheduler()
-        assert not raw_redis.exists(keys.WAKEUPS)
-        monkeypatch.setattr(producing, "SHARDS_REFRESH_MS", 0)
-        client.send_many([far] * 5)
-    assert raw_redis.xlen(keys.INBOUND) == 5
 
 
 def test_a_local_location_without_a_checkpoint_is_refused_before_spark_starts(

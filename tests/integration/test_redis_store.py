@@ -122,10 +122,16 @@ def test_the_sources_hand_off_is_exactly_once_across_a_replay(
     later = deliver(new_message_id(later_ms), due_ms=later_ms)
     again = soon._replace(body=b"a second send with the same id")
     task = BatchTask(query_id="q", batch_id=3, partition=1)
-    [first] = write_once(store, task, "handoff", [soon, later, again], journal_ttl_s=3600)
+    rows = [soon, later, again]
+    [first] = write_once(
+        store, task, "handoff", rows, journal_ttl_s=3600, horizon_ms=60_000, shards=1
+    )
     assert (first.written, first.duplicates) == (3, 1)
     assert raw_redis.lrange(keys.OUTBOX_BELL, 0, -1) == [b"1"]  # one ring for the pump
-    assert write_once(store, task, "handoff", [soon, later, again], journal_ttl_s=3600) == []
+    again_written = write_once(
+        store, task, "handoff", rows, journal_ttl_s=3600, horizon_ms=60_000, shards=1
+    )
+    assert again_written == []
     assert store.sink_progress("q", 1, 3) == 0  # the sink's marker is its own
     wait_for(lambda: store.pump(100, 3600).moved, 10, "the pump to deliver", interval_s=0.01)
     [(_, fields)] = raw_redis.xrange("orders")

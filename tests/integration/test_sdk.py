@@ -129,16 +129,19 @@ def test_redis_clock_decides_what_is_due_soon(client: Client, raw_redis: redis.R
 
 
 def test_the_horizon_the_scheduler_published_decides_the_near_path(
-    client: Client, raw_redis: redis.Redis
+    client: Client, redis_url: str, raw_redis: redis.Redis
 ) -> None:
     assert client.send("t", b"x", delay=HORIZON_MS) in outbox(raw_redis)  # the default
+    assert client.send("t", b"x", delay=HORIZON_MS + 1_000) not in outbox(raw_redis)
     raw_redis.hset(keys.CONFIG, "horizon_ms", 2_000)
     near, far = client.send("t", b"x", delay=2_000), client.send("t", b"x", delay=3_000)
     assert near in outbox(raw_redis)
     assert far not in outbox(raw_redis)
-    assert [r[b"id"].decode() for r in inbound(raw_redis)] == [far]
-    raw_redis.hset(keys.CONFIG, "horizon_ms", 600_000)  # past the SDK's own bound: inbound
-    assert client.send("t", b"x", delay=HORIZON_MS + 1) not in outbox(raw_redis)
+    assert [r[b"id"].decode() for r in inbound(raw_redis)][-1] == far
+    # A client goes by the config it read for SHARDS_REFRESH_MS; a new one reads it.
+    raw_redis.hset(keys.CONFIG, "horizon_ms", 600_000)
+    with Client(redis_url) as fresh:
+        assert fresh.send("t", b"x", delay=HORIZON_MS + 1_000) in outbox(raw_redis)
 
 
 def test_a_resent_near_message_keeps_its_first_copy(client: Client, raw_redis: redis.Redis) -> None:

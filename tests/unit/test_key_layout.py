@@ -3,7 +3,8 @@ of their own, by the shard's hash tag."""
 
 from __future__ import annotations
 
-from delayline.redis import keys
+from delayline.plans import producing
+from delayline.redis import keys, store
 
 
 def crc16(data: bytes) -> int:
@@ -48,3 +49,35 @@ def test_the_streams_read_are_the_default_one_then_each_shard() -> None:
         "delayline:inbound:{2}",
     ]
     assert keys.inbound_for("01M87N869M4T14JMZ993P04STH", 1) == keys.INBOUND
+
+
+def test_every_key_a_shard_script_declares_or_builds_is_in_its_shards_slot() -> None:
+    slots = set()
+    for n in range(8):
+        shard = keys.shard_keys(n)
+        home = slot(shard.namespace)
+        near = producing._send_near([{b"id": b"i"}], shard, 1_000)
+        declared = [
+            *store.pump_keys(shard),
+            *store.chunk_keys(shard, shard.sink_marker("query", 3, "handoff")),
+            *near[3:9],
+            shard.ingest_marker("query", 3),
+        ]
+        # The keys the scripts build from the namespace (their last key) and a minute.
+        built = [shard.journal(0), shard.cancel_requests(0), shard.rejected(0)]
+        built += [shard.forecast(1), shard.forecast(1) + ":s", shard.forecast_index]
+        assert {slot(key) for key in declared + built} == {home}, shard
+        # The namespace each script builds names from is its last key.
+        assert store.pump_keys(shard)[-1] == near[8] == shard.namespace
+        slots.add(home)
+    assert len(slots) == 8
+
+
+def test_one_shard_keeps_the_unsharded_names() -> None:
+    assert keys.layout(1) == [keys.UNSHARDED]
+    assert keys.keys_of("01M87N869M4T14JMZ993P04STH", 1) == keys.UNSHARDED
+    assert (keys.UNSHARDED.outbox, keys.UNSHARDED.journal(60_000)) == (
+        "delayline:outbox",
+        "delayline:delivered:1",
+    )
+    assert keys.read_layout(2) == [keys.UNSHARDED, keys.shard_keys(0), keys.shard_keys(1)]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from delayline.plans import producing
+from delayline.redis import keys
 
 
 def record(body_bytes: int) -> dict[bytes, bytes]:
@@ -25,7 +26,15 @@ def test_near_calls_end_early_at_their_byte_budget() -> None:
 
 def test_one_script_call_per_group_after_loading_the_script() -> None:
     records = [record(1) for _ in range(producing.NEAR_PER_CALL + 1)]
-    commands = [producing._send_near(group) for group in producing.near_calls(records)]
+    shard = keys.shard_keys(1)
+    commands = [
+        producing._send_near(group, shard, 30_000) for group in producing.near_calls(records)
+    ]
     assert [command[0] for command in commands] == ["EVALSHA", "EVALSHA"]
+    # the shard's keys, its namespace last
+    assert commands[1][3:9] == (
+        shard.outbox, shard.outbox_data, shard.outbox_bell, shard.inbound, shard.stats,
+        shard.namespace,
+    )  # fmt: skip
     # horizon, then per record: its field count and its fields and values
-    assert commands[1][9:] == (producing.HORIZON_MS, 2, b"id", b"i", b"body", b"x")
+    assert commands[1][9:] == (30_000, 2, b"id", b"i", b"body", b"x")

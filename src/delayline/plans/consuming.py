@@ -9,7 +9,7 @@ from typing import Any
 
 from delayline.model import Message
 from delayline.plans import Command, Plan, as_text, xadd
-from delayline.plans.producing import schedule
+from delayline.plans.producing import Published, schedule
 from delayline.retry import RetryPolicy
 from delayline.validation import Limits, decode_headers
 
@@ -95,10 +95,11 @@ def ack(entry: Entry) -> Plan[None]:
     return Plan([_xack(entry)], lambda _: None, "acknowledge a delivery")
 
 
-def retry(entry: Entry, message: Message) -> Plan[None]:
-    """Schedule ``message`` (the entry's next attempt) and ack the entry, atomically."""
-    commands = [*schedule([message]), _xack(entry)]
-    return Plan(commands, lambda _: None, "reschedule a delivery", transaction=True)
+def retry(entry: Entry, message: Message, published: Published) -> Plan[bool]:
+    """Schedule ``message`` (the entry's next attempt) as the scheduler ``published``, and
+    ack the entry, atomically; the plan returns True."""
+    commands = [*schedule([message], published), _xack(entry)]
+    return Plan(commands, lambda _: True, "reschedule a delivery", transaction=True)
 
 
 def dead_letter(entry: Entry, reason: str, *, now_ms: int) -> Plan[None]:

@@ -1,8 +1,13 @@
-"""The plans that read the scheduler's counters, histograms and heartbeat, and the forecast."""
+"""The plans that read the scheduler's counters, histograms and heartbeat, and the forecast.
+
+With Redis shards each shard keeps its own counters, forecast, rejects and
+outbox; these plans read every shard a scheduler with ``shards`` writes to, and
+the unsharded keys (:func:`keys.read_layout`), and add them up.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,26 +86,35 @@ class Metrics:
         )
 
 
-def metrics(*, now_ms: int) -> Plan[Metrics]:
+def summed(replies: Iterable[Mapping[Any, Any]]) -> dict[str, int]:
+    """Hashes of counters (HGETALL replies), added up field by field."""
+    total: dict[str, int] = {}
+    for reply in replies:
+        for name, value in reply.items():
+            field = as_text(name)
+            total[field] = total.get(field, 0) + int(value)
+    return total
+
+
+def metrics(*, now_ms: int, shards: int = 1) -> Plan[Metrics]:
     """Read every counter and histogram the scheduler keeps, in one round trip."""
-    sources = (keys.STATS, keys.LATENESS, keys.BATCH_DURATION, keys.HEARTBEAT)
-    commands: list[Command] = [("HGETALL", key) for key in sources]
-    commands.append(("ZCARD", keys.OUTBOX))
+    layout = keys.read_layout(shards)
+    commands: list[Command] = [("HGETALL", keys.BATCH_DURATION), ("HGETALL", keys.HEARTBEAT)]
     commands.append(("HGET", keys.CONFIG, "horizon_ms"))
+    commands += [("HGETALL", shard.stats) for shard in layout]
+    commands += [("HGETALL", shard.lateness) for shard in layout]
+    commands += [("ZCARD", shard.outbox) for shard in layout]
 
     def parse(replies: list[Any]) -> Metrics:
-        stats, lateness, batches, heartbeat = (
-            {as_text(name): as_text(value) for name, value in reply.items()}
-            for reply in replies[:4]
-        )
-        horizon = replies[5]
+        batches, heartbeat, horizon = replies[:3]
+        n = len(layout)
         return Metrics(
-            stats={name: int(value) for name, value in stats.items()},
-            lateness={name: int(value) for name, value in lateness.items()},
-            batch_duration={name: int(value) for name, value in batches.items()},
-            heartbeat=heartbeat,
+            stats=summed(replies[3 : 3 + n]),
+            lateness=summed(replies[3 + n : 3 + 2 * n]),
+            batch_duration=summed([batches]),
+            heartbeat={as_text(name): as_text(value) for name, value in heartbeat.items()},
             read_at_ms=now_ms,
-            outbox=int(replies[4]),
+            outbox=sum(int(size) for size in replies[3 + 2 * n :]),
             horizon_ms=None if horizon is None else int(horizon),
         )
 
@@ -115,6 +129,7 @@ def forecast(
     to_ms: int | None,
     hot_over: int,
     now_ms: int,
+    shards: int = 1,
 ) -> Plan[Forecast]:
     """Read the forecast counters of the due minutes in ``[from_ms, to_ms)`` (None: open).
 
@@ -122,47 +137,56 @@ def forecast(
     counts of the minutes that may hold a hot instant. Raises ValidationError
     for a window that ends before it starts.
     """
+    layout = keys.read_layout(shards)
     first, last = minute_window(from_ms, to_ms)
     forgotten = (now_ms // 1000 - keys.FORECAST_TTL_S) // 60
-    commands: list[Command] = [
-        # Minutes whose counters expired leave the index here, not on the write paths.
-        ("ZREMRANGEBYSCORE", keys.FORECAST_INDEX, "-inf", f"({forgotten}"),
-        (
-            "ZRANGEBYSCORE",
-            keys.FORECAST_INDEX,
-            "-inf" if first is None else first,
-            "+inf" if last is None else last,
-        ),
-    ]
+    commands: list[Command] = []
+    for shard in layout:
+        commands += [
+            # Minutes whose counters expired leave the index here, not on the write paths.
+            ("ZREMRANGEBYSCORE", shard.forecast_index, "-inf", f"({forgotten}"),
+            (
+                "ZRANGEBYSCORE",
+                shard.forecast_index,
+                "-inf" if first is None else first,
+                "+inf" if last is None else last,
+            ),
+        ]
+
+    def each_shard(minutes: list[int], suffix: str) -> list[Command]:
+        return [
+            ("HGETALL", shard.forecast(minute) + suffix) for minute in minutes for shard in layout
+        ]
+
+    def per_minute(minutes: list[int], replies: list[Any]) -> dict[int, dict[str, int]]:
+        n = len(layout)
+        return {minute: summed(replies[i * n : (i + 1) * n]) for i, minute in enumerate(minutes)}
 
     def read_minutes(replies: list[Any]) -> Plan[Forecast]:
-        found = [int(minute) for minute in replies[1]]
+        found = sorted({int(minute) for reply in replies[1::2] for minute in reply})
         return Plan(
-            [("HGETALL", keys.forecast(minute)) for minute in found],
-            lambda counts: read_seconds(dict(zip(found, counts, strict=True))),
+            each_shard(found, ""),
+            lambda counts: read_seconds(per_minute(found, counts)),
             "read the forecast",
         )
 
-    def read_seconds(replies: Mapping[int, Mapping[Any, Any]]) -> Forecast | Plan[Forecast]:
+    def read_seconds(counted: Mapping[int, Mapping[str, int]]) -> Forecast | Plan[Forecast]:
         minutes = {
-            minute: MinuteCounts.from_fields(
-                {as_text(name): as_text(value) for name, value in fields.items()}
-            )
-            for minute, fields in replies.items()
+            minute: MinuteCounts.from_fields({name: str(value) for name, value in fields.items()})
+            for minute, fields in counted.items()
         }
         hot = list(hot_candidates(minutes, hot_over))
 
-        def built(seconds: list[Mapping[Any, Any]]) -> Forecast:
+        def built(replies: list[Any]) -> Forecast:
             per_second = {
-                minute: {int(second): int(n) for second, n in counts.items()}
-                for minute, counts in zip(hot, seconds, strict=True)
+                minute: {int(second): n for second, n in counts.items()}
+                for minute, counts in per_minute(hot, replies).items()
             }
             return build_forecast(minutes, per_second, by=by, topic=topic, hot_over=hot_over)
 
         if not hot:
             return built([])
-        commands = [("HGETALL", keys.forecast(minute) + ":s") for minute in hot]
-        return Plan(commands, built, "read the forecast's hot instants")
+        return Plan(each_shard(hot, ":s"), built, "read the forecast's hot instants")
 
     return Plan(commands, read_minutes, "read the forecast")
 
@@ -222,25 +246,33 @@ def dead_letters(count: int) -> Plan[list[StreamEntry]]:
         found.extend(as_text(name) for name in names)
         if int(cursor) != 0:
             return scan(cursor)
-        streams = sorted(set(found))
-        return Plan(
-            [("XREVRANGE", stream, "+", "-", "COUNT", count) for stream in streams],
-            lambda entries: newest(streams, entries),
-            "read the dead letters",
-        )
+        return newest(sorted(set(found)), count, "read the dead letters")
 
     def scan(cursor: Any) -> Plan[list[StreamEntry]]:
         command = ("SCAN", cursor, "MATCH", "*.DLQ", "COUNT", SCAN_BATCH, "TYPE", "stream")
         return Plan([command], scanned, "find the dead-letter streams")
 
-    def newest(streams: list[str], replies: list[Any]) -> list[StreamEntry]:
-        merged = [
+    return scan(0)
+
+
+def newest(streams: list[str], count: int, action: str) -> Plan[list[StreamEntry]]:
+    """The newest ``count`` entries across ``streams``, newest first."""
+
+    def merged(replies: list[Any]) -> list[StreamEntry]:
+        entries = [
             e for stream, r in zip(streams, replies, strict=True) for e in _entries(stream, r)
         ]
-        merged.sort(key=lambda entry: tuple(map(int, entry.entry_id.split("-"))), reverse=True)
-        return merged[:count]
+        entries.sort(key=lambda entry: tuple(map(int, entry.entry_id.split("-"))), reverse=True)
+        return entries[:count]
 
-    return scan(0)
+    return Plan(
+        [("XREVRANGE", stream, "+", "-", "COUNT", count) for stream in streams], merged, action
+    )
+
+
+def rejects(count: int, *, shards: int = 1) -> Plan[list[StreamEntry]]:
+    """The newest ``count`` rejects across every shard's rejects stream, newest first."""
+    return newest([shard.rejects for shard in keys.read_layout(shards)], count, "read the rejects")
 
 
 #: A scheduler that reported this recently (ms) is taken to be running.
@@ -294,21 +326,23 @@ def listing_rows(listing_id: str) -> Plan[list[PendingMessage]]:
     )
 
 
-def outbox_listing(request: ListRequest) -> Plan[list[PendingMessage]]:
-    """What waits in the outbox that ``request`` asks for (the first ``limit`` by due time),
-    OUTBOX_SCAN entries a round trip."""
+def outbox_listing(request: ListRequest, *, shards: int = 1) -> Plan[list[PendingMessage]]:
+    """What waits in the outboxes that ``request`` asks for (the first ``limit`` by due
+    time of each shard's), OUTBOX_SCAN entries a round trip."""
     found: list[PendingMessage] = []
     low = "-inf" if request.from_ms is None else request.from_ms
     high = "+inf" if request.to_ms is None else f"({request.to_ms}"
+    layout = keys.layout(shards)
 
-    def call(rank: int) -> Plan[list[PendingMessage]]:
+    def call(index: int, rank: int) -> Plan[list[PendingMessage]]:
+        shard, wanted = layout[index], request.limit * (index + 1) - len(found)
         command = (
-            "EVAL", scripts.LIST_OUTBOX, 2, keys.OUTBOX, keys.OUTBOX_DATA, low, high, rank,
-            OUTBOX_SCAN, request.limit - len(found), request.topic or "", request.key or "",
+            "EVAL", scripts.LIST_OUTBOX, 2, shard.outbox, shard.outbox_data, low, high, rank,
+            OUTBOX_SCAN, wanted, request.topic or "", request.key or "",
         )  # fmt: skip
-        return Plan([command], parse, "list the outbox")
+        return Plan([command], lambda replies: parse(index, replies), "list the outbox")
 
-    def parse(replies: list[Any]) -> list[PendingMessage] | Plan[list[PendingMessage]]:
+    def parse(index: int, replies: list[Any]) -> list[PendingMessage] | Plan[list[PendingMessage]]:
         next_rank, *values = replies[0]
         for i in range(0, len(values), 6):
             entry_id, topic, key, due, attempt, size = values[i : i + 6]
@@ -323,8 +357,10 @@ def outbox_listing(request: ListRequest) -> Plan[list[PendingMessage]]:
                     "outbox",
                 )
             )
-        if int(next_rank) >= 0 and len(found) < request.limit:
-            return call(int(next_rank))
+        if int(next_rank) >= 0 and len(found) < request.limit * (index + 1):
+            return call(index, int(next_rank))
+        if index + 1 < len(layout):
+            return call(index + 1, 0)
         return found
 
-    return call(0)
+    return call(0, 0)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from delayline import ids
 from delayline.chunking import chunks
@@ -14,50 +15,72 @@ from delayline.redis import keys, scripts
 from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS
 
+T = TypeVar("T")
 
-def send(messages: list[Message], *, inbound_shards: int = 1) -> Plan[list[str]]:
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """What the running scheduler tells producers (``delayline:config``): its Redis shard
+    count and its horizon (ms). The defaults stand in until a scheduler has published."""
+
+    shards: int = 1
+    horizon_ms: int = HORIZON_MS
+
+
+#: How long a producer goes by the config it read (ms): a drain
+#: (``delayline drain``) that changes the inbound shard count waits this long
+#: before it moves what came to the old shards.
+SHARDS_REFRESH_MS = 10_000
+
+
+def with_published(
+    build: Callable[[Published], Plan[T]],
+    known: Published | None,
+    learn: Callable[[Published], None],
+) -> Plan[T]:
+    """``build(known)``; when not known yet, read the scheduler's config first, and tell
+    ``learn`` once a scheduler has published it (before that, the defaults stand in:
+    sends go to the default stream, which is always read, and the unsharded keys)."""
+    if known is not None:
+        return build(known)
+
+    def then(replies: list[Any]) -> Plan[T]:
+        shards, horizon_ms = replies[0]
+        if shards is None and horizon_ms is None:
+            return build(Published())
+        published = Published(
+            1 if shards is None else int(shards),
+            HORIZON_MS if horizon_ms is None else int(horizon_ms),
+        )
+        learn(published)
+        return build(published)
+
+    command = ("HMGET", keys.CONFIG, "inbound_shards", "horizon_ms")
+    # An error names what the caller asked for: "cannot send messages", not the read.
+    return Plan([command], then, build(Published()).action)
+
+
+def send(messages: list[Message], published: Published = Published()) -> Plan[list[str]]:
     """Schedule the messages, all or none: each one due within the scheduler's horizon
-    straight into the outbox, every other one onto its inbound stream."""
-    commands = schedule(messages, inbound_shards=inbound_shards)
+    straight into its shard's outbox, every other one onto its inbound stream."""
+    commands = schedule(messages, published)
     return Plan(
         commands, lambda _: [message.id for message in messages], "send messages", transaction=True
     )
 
 
-#: How long a producer goes by the inbound shard count it read (ms): a drain
-#: (``delayline drain``) that changes the count waits this long before it moves
-#: what came to the old shards.
-SHARDS_REFRESH_MS = 10_000
-
-
-def send_over_shards(
-    messages: list[Message], inbound_shards: int | None, learn: Callable[[int], None]
-) -> Plan[list[str]]:
-    """:func:`send` over the scheduler's ``inbound_shards``; when not known yet, read them
-    first from its config, and tell ``learn`` once it has published them (before that,
-    sends go to the default stream, which is always read)."""
-    if inbound_shards is not None:
-        return send(messages, inbound_shards=inbound_shards)
-
-    def then(replies: list[Any]) -> Plan[list[str]]:
-        published = None if replies[0] is None else int(replies[0])
-        if published is not None:
-            learn(published)
-        return send(messages, inbound_shards=published or 1)
-
-    return Plan([("HGET", keys.CONFIG, "inbound_shards")], then, "send messages")
-
-
-def status(message_id: str, *, now_ms: int) -> Plan[MessageStatus]:
-    """Read every record that tells what became of ``message_id``.
+def status(message_id: str, *, now_ms: int, shards: int = 1) -> Plan[MessageStatus]:
+    """Read every record that tells what became of ``message_id``, in its shard of
+    ``shards``.
 
     Raises InvalidMessageIdError for a malformed id.
     """
     due_ms = ids.deliver_at_ms_of(message_id)
+    shard = keys.keys_of(message_id, shards)
     commands: list[Command] = [
-        ("HGET", keys.journal(due_ms), message_id),
-        ("HGET", keys.rejected(due_ms), message_id),
-        ("HGET", keys.cancel_requests(due_ms), message_id),
+        ("HGET", shard.journal(due_ms), message_id),
+        ("HGET", shard.rejected(due_ms), message_id),
+        ("HGET", shard.cancel_requests(due_ms), message_id),
         ("HMGET", keys.HEARTBEAT, "last_batch_at_ms", "settled_at_ms"),
     ]
 
@@ -77,16 +100,19 @@ def status(message_id: str, *, now_ms: int) -> Plan[MessageStatus]:
     return Plan(commands, parse, "read a message's status")
 
 
-def cancel(message_id: str, *, now_ms: int, retention_ms: int) -> Plan[bool]:
+def cancel(message_id: str, *, now_ms: int, retention_ms: int, shards: int = 1) -> Plan[bool]:
     """Cancel ``message_id`` unless it was already delivered, rejected, or is unknown.
 
     Writes the cancel record and a cancel request (for ``status``, kept
-    ``retention_ms`` past the message's due minute) in one transaction; the
-    request takes the message out of the forecast at once.
+    ``retention_ms`` past the message's due minute) in one transaction, in the
+    message's shard of ``shards``; the request takes the message out of the
+    forecast at once.
     """
+    shard = keys.keys_of(message_id, shards)
+    read = status(message_id, now_ms=now_ms, shards=shards)
 
     def decide(replies: list[Any]) -> bool | Plan[bool]:
-        current = status(message_id, now_ms=now_ms).parse(replies)
+        current = read.parse(replies)
         assert isinstance(current, MessageStatus)
         if current.state == "cancelled":
             return True
@@ -94,55 +120,72 @@ def cancel(message_id: str, *, now_ms: int, retention_ms: int) -> Plan[bool]:
             return False
         cancel = Cancel(message_id, now_ms)
         commands: list[Command] = [
-            xadd(keys.INBOUND, cancel.to_record()),
+            xadd(shard.inbound, cancel.to_record()),
             ("SCRIPT", "LOAD", scripts.CANCEL),
             (
                 "EVALSHA",
                 scripts.CANCEL_SHA,
-                0,
+                1,
+                shard.namespace,
                 *scripts.cancel_args(now_ms, retention_ms, [(cancel.id, cancel.deliver_at_ms, "")]),
             ),
         ]
         return Plan(commands, lambda _: True, "record a cancel", transaction=True)
 
-    return Plan(status(message_id, now_ms=now_ms).commands, decide, "read a message's status")
+    return Plan(read.commands, decide, "read a message's status")
 
 
 #: Cancels per script call of ``cancel_many``.
 CANCELS_PER_CALL = 1_000
 
 
-def cancel_many(message_ids: list[str], topic: str, *, now_ms: int, retention_ms: int) -> Plan[int]:
+def cancel_many(
+    message_ids: list[str], topic: str, *, now_ms: int, retention_ms: int, shards: int = 1
+) -> Plan[int]:
     """Cancel messages of ``topic`` (as a listing found them), in one transaction; the plan
     returns how many were still pending. The forecast takes them out of their topic too."""
-    commands: list[Command] = [
-        xadd(keys.INBOUND, Cancel(message_id, now_ms).to_record()) for message_id in message_ids
-    ]
-    commands.append(("SCRIPT", "LOAD", scripts.CANCEL))
-    for first in range(0, len(message_ids), CANCELS_PER_CALL):
-        chunk = message_ids[first : first + CANCELS_PER_CALL]
-        cancels = [(message_id, ids.deliver_at_ms_of(message_id), "") for message_id in chunk]
-        args = scripts.cancel_args(now_ms, retention_ms, cancels, topic)
-        commands.append(("EVALSHA", scripts.CANCEL_SHA, 0, *args))
-    calls = -(-len(message_ids) // CANCELS_PER_CALL)
+    split: dict[keys.ShardKeys, list[str]] = {}
+    for message_id in message_ids:
+        split.setdefault(keys.keys_of(message_id, shards), []).append(message_id)
+    commands: list[Command] = [("SCRIPT", "LOAD", scripts.CANCEL)]
+    for shard, shard_ids in split.items():
+        commands += [xadd(shard.inbound, Cancel(each, now_ms).to_record()) for each in shard_ids]
+        for first in range(0, len(shard_ids), CANCELS_PER_CALL):
+            chunk = shard_ids[first : first + CANCELS_PER_CALL]
+            cancels = [(message_id, ids.deliver_at_ms_of(message_id), "") for message_id in chunk]
+            args = scripts.cancel_args(now_ms, retention_ms, cancels, topic)
+            commands.append(("EVALSHA", scripts.CANCEL_SHA, 1, shard.namespace, *args))
+    taken = [index for index, command in enumerate(commands) if command[0] == "EVALSHA"]
     return Plan(
-        commands, lambda replies: sum(replies[-calls:]) if calls else 0, "cancel messages",
+        commands, lambda replies: sum(replies[index] for index in taken), "cancel messages",
         transaction=True,
     )  # fmt: skip
 
 
-def reschedule(message_id: str, deliver_at_ms: int, *, now_ms: int, retention_ms: int) -> Plan[str]:
+def reschedule(
+    message_id: str,
+    deliver_at_ms: int,
+    *,
+    now_ms: int,
+    retention_ms: int,
+    published: Published = Published(),
+) -> Plan[str]:
     """Replace ``message_id`` with a copy due at ``deliver_at_ms``; the plan returns its id.
 
-    The old message is never delivered and the copy is, once. Raises
-    MessageStateError unless the old message is still pending.
+    The old message is never delivered and the copy is, once. The copy's id is
+    drawn in the old message's shard, where the script that sends it runs.
+    Raises MessageStateError unless the old message is still pending.
     """
     due_ms = ids.deliver_at_ms_of(message_id)
+    shard = keys.keys_of(message_id, published.shards)
     new_id = ids.new_message_id(deliver_at_ms)
+    while keys.keys_of(new_id, published.shards) != shard:
+        new_id = ids.new_message_id(deliver_at_ms)
     record = Cancel(message_id, now_ms, rescheduled_to=new_id).to_record()
+    read = status(message_id, now_ms=now_ms, shards=published.shards)
 
     def decide(replies: list[Any]) -> Plan[str]:
-        current = status(message_id, now_ms=now_ms).parse(replies)
+        current = read.parse(replies)
         assert isinstance(current, MessageStatus)
         if current.state != "pending":
             raise MessageStateError(message_id, current.state, "reschedule")
@@ -150,20 +193,21 @@ def reschedule(message_id: str, deliver_at_ms: int, *, now_ms: int, retention_ms
             "EVALSHA",
             scripts.RESCHEDULE_SHA,
             8,
-            keys.OUTBOX,
-            keys.OUTBOX_DATA,
-            keys.OUTBOX_BELL,
-            keys.INBOUND,
-            keys.STATS,
-            keys.LATENESS,
-            keys.REJECTS,
-            keys.CONFIG,
+            shard.outbox,
+            shard.outbox_data,
+            shard.outbox_bell,
+            shard.inbound,
+            shard.stats,
+            shard.lateness,
+            shard.rejects,
+            shard.namespace,
             retention_ms,
             retention_ms // 1000,
             message_id,
             due_ms,
             new_id,
             deliver_at_ms,
+            published.horizon_ms,
             len(record),
             *(part for pair in record.items() for part in pair),
         )
@@ -184,7 +228,7 @@ def reschedule(message_id: str, deliver_at_ms: int, *, now_ms: int, retention_ms
         )
         raise MessageStateError(message_id, again.state, "reschedule")
 
-    return Plan(status(message_id, now_ms=now_ms).commands, decide, "read a message's status")
+    return Plan(read.commands, decide, "read a message's status")
 
 
 #: Messages per near-path script call: a call's own cost in Redis is as large as a
@@ -195,27 +239,30 @@ NEAR_PER_CALL = 200
 NEAR_BYTES_PER_CALL = 8 * 1024 * 1024
 
 
-def schedule(messages: list[Message], *, inbound_shards: int = 1) -> list[Command]:
+def schedule(messages: list[Message], published: Published = Published()) -> list[Command]:
     """The commands that schedule ``messages``: XADD to the inbound stream of their shard
-    (:func:`keys.inbound_for`: one of ``inbound_shards``), or, for those
-    due within HORIZON_MS of their ``sent_at_ms``, the outbox script (which checks again,
-    by Redis's clock and against the horizon the scheduler published), up to
-    NEAR_PER_CALL of them a call, loaded before those calls in the same transaction.
+    (:func:`keys.inbound_for`: one of ``published.shards``), or, for those due within
+    the horizon of their ``sent_at_ms``, their shard's outbox script (which checks
+    again, by Redis's clock), up to NEAR_PER_CALL of them a call, loaded before
+    those calls in the same transaction.
 
     A message past the horizon skips the script: it is written once, not twice. The
     Spark path takes a trigger plus a batch (seconds under load, tens of seconds
     while Spark restarts) to reach the outbox; a message due sooner would be late.
     """
     commands: list[Command] = []
-    near: list[Mapping[bytes, bytes]] = []
+    near: dict[keys.ShardKeys, list[Mapping[bytes, bytes]]] = {}
     for message in messages:
-        if message.deliver_at_ms - message.sent_at_ms > HORIZON_MS:
-            commands.append(xadd(keys.inbound_for(message.id, inbound_shards), message.to_record()))
+        if message.deliver_at_ms - message.sent_at_ms > published.horizon_ms:
+            stream = keys.inbound_for(message.id, published.shards)
+            commands.append(xadd(stream, message.to_record()))
         else:
-            near.append(message.to_record())
+            shard = keys.keys_of(message.id, published.shards)
+            near.setdefault(shard, []).append(message.to_record())
     if near:
         commands.append(("SCRIPT", "LOAD", scripts.SEND_NEAR))
-        commands += [_send_near(records) for records in near_calls(near)]
+    for shard, records in near.items():
+        commands += [_send_near(call, shard, published.horizon_ms) for call in near_calls(records)]
     return commands
 
 
@@ -231,9 +278,11 @@ def near_calls(
     )
 
 
-def _send_near(records: Sequence[Mapping[bytes, bytes]]) -> Command:
+def _send_near(
+    records: Sequence[Mapping[bytes, bytes]], shard: keys.ShardKeys, horizon_ms: int
+) -> Command:
     # The script reads each message from its inbound record: one encoding, sent once.
-    args: list[bytes | str | int] = [HORIZON_MS]
+    args: list[bytes | str | int] = [horizon_ms]
     for record in records:
         args.append(len(record))
         args += [part for pair in record.items() for part in pair]
@@ -241,11 +290,11 @@ def _send_near(records: Sequence[Mapping[bytes, bytes]]) -> Command:
         "EVALSHA",
         scripts.SEND_NEAR_SHA,
         6,
-        keys.OUTBOX,
-        keys.OUTBOX_DATA,
-        keys.OUTBOX_BELL,
-        keys.INBOUND,
-        keys.STATS,
-        keys.CONFIG,
+        shard.outbox,
+        shard.outbox_data,
+        shard.outbox_bell,
+        shard.inbound,
+        shard.stats,
+        shard.namespace,
         *args,
     )

@@ -93,19 +93,24 @@ class InboundStream(RedisConnection):
     # -- what the source records --------------------------------------------------------------
 
     def record_cancel_requests(
-        self, cancels: Sequence[tuple[str, int, str]], retention_ms: int
+        self, cancels: Sequence[tuple[str, int, str]], retention_ms: int, shards: int = 1
     ) -> None:
-        """Record a cancel request for each (id, deliver_at_ms, new id or ""), as
-        ``Client.cancel`` and ``Client.reschedule`` do.
+        """Record a cancel request for each (id, deliver_at_ms, new id or ""), in its
+        message's shard of ``shards``, as ``Client.cancel`` and ``Client.reschedule`` do.
 
         The outbox pump drops a message that has one, and the forecast no longer
         counts it. A request already recorded keeps its time, so a replayed batch
         changes nothing.
         """
-        if not cancels:
-            return
-        args = scripts.cancel_args(now_ms(), retention_ms, cancels)
-        self._call("record cancel requests", lambda: self._cancel(keys=[], args=args))
+        split: dict[keys.ShardKeys, list[tuple[str, int, str]]] = {}
+        for cancel in cancels:
+            split.setdefault(keys.keys_of(cancel[0], shards), []).append(cancel)
+        for shard, shard_cancels in split.items():
+            args = scripts.cancel_args(now_ms(), retention_ms, shard_cancels)
+            self._call(
+                "record cancel requests",
+                lambda: self._cancel(keys=[shard.namespace], args=args),  # noqa: B023
+            )
 
     def due_wakeup(self, after_ms: int, upto_ms: int) -> bool:
         """True if a state timer is due in ``(after_ms, upto_ms]``.
@@ -146,17 +151,19 @@ class InboundStream(RedisConnection):
         batch_id: int,
         accepted: Mapping[tuple[int, str], int],
         cancels: int,
+        shard: keys.ShardKeys = keys.UNSHARDED,
     ) -> None:
-        """Add a batch's ingest counts to the stats and the forecast, once per
-        (query, partition, batch). ``accepted`` counts the sends per (due second, topic);
-        the second is given as epoch ms within it."""
+        """Add a batch's ingest counts to ``shard``'s stats and forecast (a reader adds
+        up every shard's), once per (query, partition, batch). ``accepted`` counts the
+        sends per (due second, topic); the second is given as epoch ms within it."""
         args: list[Any] = [batch_id, sum(accepted.values()), cancels, keys.MARKER_TTL_S]
         for (second_ms, topic), count in accepted.items():
             args += [second_ms, topic, count]
         self._call(
             "update ingest counters",
             lambda: self._count_ingest(
-                keys=[keys.ingest_marker(query_id, partition), keys.STATS], args=args
+                keys=[shard.ingest_marker(query_id, partition), shard.stats, shard.namespace],
+                args=args,
             ),
         )
 
@@ -184,17 +191,10 @@ class InboundStream(RedisConnection):
 
     # -- a drain: an old checkpoint's messages handed to a new one ---------------------------
 
-    def forget_scheduler(self) -> None:
-        """Take back what a stopped scheduler told producers and its source: its inbound
-        shards (producers then send to the default stream) and its timers' wakeups."""
-
-        def forget() -> None:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.hdel(keys.CONFIG, "inbound_shards")
-            pipe.delete(keys.WAKEUPS)
-            pipe.execute()
-
-        self._call("take back the scheduler's config", forget)
+    def forget_wakeups(self) -> None:
+        """Forget a stopped scheduler's timer wakeups: the next checkpoint has timers of
+        its own."""
+        self._call("forget the scheduler's wakeups", lambda: self._redis.delete(keys.WAKEUPS))
 
     def drained_chunks(self, marker: str, partition: int) -> int:
         """How many chunks of state partition ``partition`` the drain ``marker`` appended."""
@@ -221,32 +221,3 @@ class InboundStream(RedisConnection):
                 pipe.execute()
 
         self._call("append drained messages", append)
-
-    def shard_streams(self) -> list[str]:
-        """Every inbound shard stream in Redis (:func:`keys.inbound_shard`), whatever the
-        shard count of the scheduler that reads them."""
-        found = self._call(
-            "find the inbound shards",
-            lambda: list(self._redis.scan_iter(match=keys.INBOUND_SHARDS_GLOB, _type="stream")),
-        )
-        return sorted(name.decode() for name in found)
-
-    def move_to_default(self, stream: str, page_size: int = 1_000) -> int:
-        """Move every entry of ``stream`` to the end of the default stream, in order, a
-        page per transaction (none lost or doubled if this stops midway). Returns how many."""
-
-        def move_page() -> int:
-            page = cast(list[StreamEntry], self._redis.xrange(stream, count=page_size))
-            if not page:
-                return 0
-            pipe = self._redis.pipeline(transaction=True)
-            for _, fields in page:
-                pipe.xadd(keys.INBOUND, fields)  # type: ignore[arg-type]
-            pipe.xdel(stream, *(entry_id for entry_id, _ in page))
-            pipe.execute()
-            return len(page)
-
-        moved = 0
-        while count := self._call("move inbound records", move_page):
-            moved += count
-        return moved

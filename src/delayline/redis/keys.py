@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from delayline import ids
 
 #: Producers append send and cancel records here; the scheduler trims what it has committed.
 #: With inbound shards (``--inbound-shards N``, N > 1) it is still read: the default
 #: stream for any producer that does not spread its records (see :func:`inbound_streams`).
 INBOUND = "delayline:inbound"
-#: Every record the scheduler refused, with its original fields and a ``reason``.
-REJECTS = "delayline:rejects"
-#: Counters (hash): accepted, cancels, delivered, dropped, duplicates, rejected.
-STATS = "delayline:stats"
-#: Delivery lateness histogram (hash): upper bound in ms ("+Inf" last) -> count.
-LATENESS = "delayline:lateness"
-
-#: Messages the scheduler emitted ahead of their time (sorted set: id by deliver_at_ms)...
-OUTBOX = "delayline:outbox"
-#: ...and their contents (hash: id -> packed message), until the pump delivers them.
-OUTBOX_DATA = "delayline:outbox:data"
-#: Rings the pump's bell (a list of at most one element) when an entry due soon
-#: enters the outbox, so that an idle pump can block instead of polling.
-OUTBOX_BELL = "delayline:outbox:bell"
 #: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms,
 #: updated_at_ms, and settled_at_ms (when the source last found nothing to do).
 HEARTBEAT = "delayline:heartbeat"
@@ -33,8 +21,6 @@ WAKEUPS = "delayline:wakeups"
 #: Batch duration histogram (hash): upper bound in ms ("+Inf" last) -> count.
 BATCH_DURATION = "delayline:batch_duration"
 
-#: The minutes that have forecast counters (sorted set: minute -> minute since the epoch).
-FORECAST_INDEX = "delayline:forecast"
 #: How long a minute's forecast counters outlive its end (7 days, in s).
 FORECAST_TTL_S = 7 * 24 * 3600
 
@@ -55,10 +41,6 @@ def inbound_shard(shard: int) -> str:
     return f"{INBOUND}:{{{shard}}}"
 
 
-#: A pattern (SCAN MATCH) for every shard's stream, whatever the shard count.
-INBOUND_SHARDS_GLOB = f"{INBOUND}:{{*}}"
-
-
 def inbound_streams(inbound_shards: int) -> list[str]:
     """Every inbound stream the scheduler reads: INBOUND, then, with more than one
     shard, each shard's (:func:`inbound_shard`)."""
@@ -73,28 +55,6 @@ def inbound_for(message_id: str, inbound_shards: int) -> str:
     if inbound_shards <= 1:
         return INBOUND
     return inbound_shard(ids.shard_of(message_id, inbound_shards))
-
-
-def journal(deliver_at_ms: int) -> str:
-    """Hash of id -> delivered_at_ms (or "cancelled" once a cancel dropped it)."""
-    return f"delayline:delivered:{deliver_at_ms // JOURNAL_BUCKET_MS}"
-
-
-def cancel_requests(deliver_at_ms: int) -> str:
-    """Hash of id -> epoch ms at which the SDK recorded a cancel."""
-    return f"delayline:cancelled:{deliver_at_ms // JOURNAL_BUCKET_MS}"
-
-
-def rejected(deliver_at_ms: int) -> str:
-    """Hash of id -> reason, for rejected sends whose id was well formed."""
-    return f"delayline:rejected:{deliver_at_ms // JOURNAL_BUCKET_MS}"
-
-
-def forecast(minute: int) -> str:
-    """Hash of a due minute's pending counts: ``t:<topic>`` -> n, and ``u``, cancels
-    not yet applied whose topic is unknown; ``forecast(minute) + ":s"`` holds
-    <second of the minute> -> n. See lua/pending.lua."""
-    return f"delayline:forecast:{minute}"
 
 
 def listing(listing_id: str) -> str:
@@ -113,19 +73,141 @@ def pause(run_token: str) -> str:
     return f"delayline:pause:{run_token}"
 
 
-def sink_marker(query_id: str, partition: int, stage: str = "sink") -> str:
-    """Hash (batch, written) recording how far a stage got in a query's partition.
-
-    The stages are the sink, and the source's hand-off of near sends ("handoff").
-    """
-    return f"delayline:{stage}:{query_id}:{partition}"
-
-
 def drain_marker(query_id: str) -> str:
     """Hash (state partition -> chunks appended) of the drain of a query's checkpoint."""
     return f"delayline:drain:{query_id}"
 
 
-def ingest_marker(query_id: str, partition: int) -> str:
-    """The last batch whose ingest counts were added, per query and source partition."""
-    return f"delayline:ingest:{query_id}:{partition}"
+#: The namespace of the unsharded layout: every delivery key is this and a name.
+NAMESPACE = "delayline:"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardKeys:
+    """The keys of one Redis shard's delivery side: its outbox, status records, counters
+    and markers, each ``namespace`` and a name.
+
+    The unsharded layout (:data:`UNSHARDED`) has the names above; shard ``n`` of a
+    sharded one has ``delayline:{n}:`` names, the braces a Redis Cluster hash tag
+    shared with its inbound stream (:func:`inbound_shard`), so that every script
+    that runs in a shard touches one hash slot.
+    """
+
+    namespace: str
+    #: The inbound stream in the shard's slot: cascades and far sends are appended here.
+    inbound: str
+
+    @property
+    def outbox(self) -> str:
+        """Messages emitted ahead of their time (sorted set: id by deliver_at_ms)."""
+        return self.namespace + "outbox"
+
+    @property
+    def outbox_data(self) -> str:
+        """The outbox's contents (hash: id -> packed message, see lua/outbox.lua)."""
+        return self.namespace + "outbox:data"
+
+    @property
+    def outbox_bell(self) -> str:
+        """Rung (a list of at most one element) when an entry due soon enters the
+        outbox, so that an idle pump can block instead of polling."""
+        return self.namespace + "outbox:bell"
+
+    @property
+    def stats(self) -> str:
+        """Counters (hash): accepted, cancels, delivered, dropped, duplicates, rejected."""
+        return self.namespace + "stats"
+
+    @property
+    def lateness(self) -> str:
+        """Delivery lateness histogram (hash): upper bound in ms ("+Inf" last) -> count."""
+        return self.namespace + "lateness"
+
+    @property
+    def rejects(self) -> str:
+        """Every record the scheduler refused, with its original fields and a ``reason``."""
+        return self.namespace + "rejects"
+
+    @property
+    def forecast_index(self) -> str:
+        """The minutes that have forecast counters (sorted set: minute -> minute)."""
+        return self.namespace + "forecast"
+
+    def journal(self, deliver_at_ms: int) -> str:
+        """Hash of id -> delivered_at_ms (or "cancelled" once a cancel dropped it)."""
+        return f"{self.namespace}delivered:{deliver_at_ms // JOURNAL_BUCKET_MS}"
+
+    def cancel_requests(self, deliver_at_ms: int) -> str:
+        """Hash of id -> epoch ms at which the SDK recorded a cancel."""
+        return f"{self.namespace}cancelled:{deliver_at_ms // JOURNAL_BUCKET_MS}"
+
+    def rejected(self, deliver_at_ms: int) -> str:
+        """Hash of id -> reason, for rejected sends whose id was well formed."""
+        return f"{self.namespace}rejected:{deliver_at_ms // JOURNAL_BUCKET_MS}"
+
+    def forecast(self, minute: int) -> str:
+        """Hash of a due minute's pending counts: ``t:<topic>`` -> n, and ``u``, cancels
+        not yet applied whose topic is unknown; ``forecast(minute) + ":s"`` holds
+        <second of the minute> -> n. See lua/pending.lua."""
+        return f"{self.namespace}forecast:{minute}"
+
+    def sink_marker(self, query_id: str, partition: int, stage: str = "sink") -> str:
+        """Hash (batch, written) recording how far a stage got in a query's partition.
+
+        The stages are the sink, and the source's hand-off of near sends ("handoff").
+        """
+        return f"{self.namespace}{stage}:{query_id}:{partition}"
+
+    def ingest_marker(self, query_id: str, partition: int) -> str:
+        """The last batch whose ingest counts were added, per query and source partition."""
+        return f"{self.namespace}ingest:{query_id}:{partition}"
+
+
+#: The layout without shards (``--inbound-shards 1``), and the names a sharded
+#: deployment still reads its older counters and rejects from.
+UNSHARDED = ShardKeys(NAMESPACE, INBOUND)
+
+
+def shard_keys(shard: int) -> ShardKeys:
+    """The keys of shard ``shard`` of a sharded layout (``delayline:{<shard>}:...``)."""
+    return ShardKeys(f"{NAMESPACE}{{{shard}}}:", inbound_shard(shard))
+
+
+def layout(shards: int) -> list[ShardKeys]:
+    """The shards delayline writes to with ``shards`` Redis shards: UNSHARDED alone for
+    one, or else each shard's keys (:func:`shard_keys`)."""
+    if shards <= 1:
+        return [UNSHARDED]
+    return [shard_keys(shard) for shard in range(shards)]
+
+
+def read_layout(shards: int) -> list[ShardKeys]:
+    """The shards whose counters, forecast and rejects a reader adds up: UNSHARDED (what
+    was counted before sharding), then each shard's."""
+    if shards <= 1:
+        return [UNSHARDED]
+    return [UNSHARDED, *layout(shards)]
+
+
+def keys_of(message_id: str, shards: int) -> ShardKeys:
+    """The shard holding ``message_id``'s outbox entry and status records (the shard of
+    its inbound stream, :func:`inbound_for`)."""
+    if shards <= 1:
+        return UNSHARDED
+    return shard_keys(ids.shard_of(message_id, shards))
+
+
+# The unsharded layout's names, by which most of the code and the tests know them.
+OUTBOX = UNSHARDED.outbox
+OUTBOX_DATA = UNSHARDED.outbox_data
+OUTBOX_BELL = UNSHARDED.outbox_bell
+STATS = UNSHARDED.stats
+LATENESS = UNSHARDED.lateness
+REJECTS = UNSHARDED.rejects
+FORECAST_INDEX = UNSHARDED.forecast_index
+journal = UNSHARDED.journal
+cancel_requests = UNSHARDED.cancel_requests
+rejected = UNSHARDED.rejected
+forecast = UNSHARDED.forecast
+sink_marker = UNSHARDED.sink_marker
+ingest_marker = UNSHARDED.ingest_marker

@@ -1,7 +1,10 @@
 """Lua scripts that make the scheduler's Redis writes atomic.
 
-They run on a single Redis server (not Redis Cluster): one chunk of deliveries
-touches several topic streams and the sink marker in one atomic step. "Due" is
+Each runs in one shard (:class:`keys.ShardKeys`), whose namespace it takes as its
+last key, and touches that shard's keys only, and topic streams: one chunk of
+deliveries writes several topic streams and the sink marker in one atomic step,
+so it needs a single Redis server (or, on Redis Cluster, topics in the shard's
+slot; see docs/scaling.md). "Due" is
 judged by Redis's clock (``TIME``), the clock that stamps stream entry ids, so
 no consumer can see an entry whose id is older than its ``deliver_at_ms``.
 
@@ -23,23 +26,28 @@ from delayline import ids
 from delayline.errors import DelaylineError
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 from delayline.redis import keys
-from delayline.timing import HORIZON_MS
 
 #: An entry due within this many ms of being put rings the pump's bell (see pump.py).
 BELL_WITHIN_MS = 1_500
+
+
+def _name(key: str) -> str:
+    """A key's name within its shard's namespace."""
+    return key.removeprefix(keys.NAMESPACE)
+
 
 #: What each ``${NAME}`` in the Lua files stands for.
 LUA_CONSTANTS: Mapping[str, str | int] = {
     "BELL_WITHIN_MS": BELL_WITHIN_MS,
     "JOURNAL_BUCKET_MS": keys.JOURNAL_BUCKET_MS,
-    # A status hash's name is its prefix and the due minute (keys.journal and friends).
-    "JOURNAL_PREFIX": keys.journal(0).removesuffix("0"),
-    "CANCELS_PREFIX": keys.cancel_requests(0).removesuffix("0"),
-    "REJECTED_PREFIX": keys.rejected(0).removesuffix("0"),
-    "PENDING_PREFIX": keys.forecast(0).removesuffix("0"),
-    "PENDING_INDEX": keys.FORECAST_INDEX,
+    # A status hash's name is the shard's namespace (the script's last key), a name
+    # and the due minute (keys.ShardKeys.journal and friends).
+    "JOURNAL": _name(keys.UNSHARDED.journal(0)).removesuffix("0"),
+    "CANCELS": _name(keys.UNSHARDED.cancel_requests(0)).removesuffix("0"),
+    "REJECTED": _name(keys.UNSHARDED.rejected(0)).removesuffix("0"),
+    "PENDING": _name(keys.UNSHARDED.forecast(0)).removesuffix("0"),
+    "PENDING_INDEX": _name(keys.UNSHARDED.forecast_index),
     "PENDING_TTL_S": keys.FORECAST_TTL_S,
-    "HORIZON_MS": HORIZON_MS,
     "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
     "SUM_FIELD": SUM_FIELD,
 }

@@ -15,23 +15,43 @@ from typing import Any, cast
 import redis
 
 from delayline import ids
+from delayline.errors import ConfigurationError
 from delayline.metrics import SUM_FIELD, bucket_label
+from delayline.plans.observing import Metrics, summed
 from delayline.redis import keys, scripts
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
 from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, SinkRow
-from delayline.timing import now_ms
+from delayline.timing import HORIZON_MS, now_ms
 
-#: The keys of the pump's script (lua/pump.lua), in its order.
-PUMP_KEYS = [
-    keys.OUTBOX,
-    keys.OUTBOX_DATA,
-    keys.STATS,
-    keys.LATENESS,
-    keys.REJECTS,
-    keys.OUTBOX_BELL,
-    keys.INBOUND,
-    keys.CONFIG,
-]
+
+def pump_keys(shard: keys.ShardKeys) -> list[str]:
+    """The keys of the pump's script (lua/pump.lua) in ``shard``, in its order."""
+    return [
+        shard.outbox,
+        shard.outbox_data,
+        shard.stats,
+        shard.lateness,
+        shard.rejects,
+        shard.outbox_bell,
+        shard.inbound,
+        shard.namespace,
+    ]
+
+
+def chunk_keys(shard: keys.ShardKeys, marker: str) -> list[str]:
+    """The keys of a sink chunk's script (lua/write_chunk.lua) in ``shard``, in its order."""
+    return [
+        marker,
+        shard.stats,
+        shard.lateness,
+        shard.rejects,
+        shard.outbox,
+        shard.outbox_data,
+        shard.inbound,
+        shard.outbox_bell,
+        shard.namespace,
+    ]
+
 
 #: The letter of each message row in a chunk (see lua/write_chunk.lua).
 ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
@@ -70,15 +90,22 @@ class DeliveryStore(RedisConnection):
     # -- the sink -----------------------------------------------------------------------------
 
     def sink_progress(
-        self, query_id: str, partition: int, batch_id: int, *, stage: str = "sink"
+        self,
+        query_id: str,
+        partition: int,
+        batch_id: int,
+        *,
+        stage: str = "sink",
+        shard: keys.ShardKeys = keys.UNSHARDED,
     ) -> int:
-        """How many rows of this batch's partition ``stage`` already wrote (0 if none)."""
+        """How many of ``shard``'s rows of this batch's partition ``stage`` already
+        wrote (0 if none)."""
         batch, written = cast(
             list[bytes | None],
             self._call(
                 "read the sink marker",
                 lambda: self._redis.hmget(
-                    keys.sink_marker(query_id, partition, stage), ["batch", "written"]
+                    shard.sink_marker(query_id, partition, stage), ["batch", "written"]
                 ),
             ),
         )
@@ -96,17 +123,28 @@ class DeliveryStore(RedisConnection):
         rows: Sequence[SinkRow],
         journal_ttl_s: int,
         stage: str = "sink",
+        shard: keys.ShardKeys = keys.UNSHARDED,
+        horizon_ms: int = HORIZON_MS,
     ) -> ChunkResult:
-        """Write rows ``[first_row, first_row + len(rows))`` of a sink partition atomically.
+        """Write rows ``[first_row, first_row + len(rows))`` of ``shard``'s part of a sink
+        partition atomically; every row's message must be of that shard.
 
         Messages already due (by Redis's clock) go to their topics; the rest to
-        the outbox, for :meth:`pump`.
+        the outbox, for :meth:`pump`. A reschedule's new message due within
+        ``horizon_ms`` goes to the outbox too, and a later one to the inbound stream.
 
         If another attempt already wrote past ``first_row``, nothing is written
         and the result's ``written`` says where to resume. Raises TransportError
         if Redis fails or the chunk would leave a gap.
         """
-        args: list[Any] = [batch_id, first_row, len(rows), keys.MARKER_TTL_S, journal_ttl_s]
+        args: list[Any] = [
+            batch_id,
+            first_row,
+            len(rows),
+            keys.MARKER_TTL_S,
+            journal_ttl_s,
+            horizon_ms,
+        ]
         for row in rows:
             if isinstance(row, OutgoingMessage):
                 args += [
@@ -118,57 +156,100 @@ class DeliveryStore(RedisConnection):
                     row.headers,
                     row.deliver_at_ms,
                     row.attempt,
-                    keys.journal(row.deliver_at_ms),
-                    keys.cancel_requests(row.deliver_at_ms),
+                    shard.journal(row.deliver_at_ms),
+                    shard.cancel_requests(row.deliver_at_ms),
                 ]
             else:
                 if row.message_id is None:
                     args += ["r", "", "", row.reason]
                 else:
-                    status_key = keys.rejected(ids.deliver_at_ms_of(row.message_id))
+                    status_key = shard.rejected(ids.deliver_at_ms_of(row.message_id))
                     args += ["r", status_key, row.message_id, row.reason]
                 args.append(len(row.fields))
                 for name, value in row.fields:
                     args += [name, value]
-        chunk_keys = [
-            keys.sink_marker(query_id, partition, stage),
-            keys.STATS,
-            keys.LATENESS,
-            keys.REJECTS,
-            keys.OUTBOX,
-            keys.OUTBOX_DATA,
-            keys.INBOUND,
-            keys.OUTBOX_BELL,
-            keys.CONFIG,
-        ]
+        marker = shard.sink_marker(query_id, partition, stage)
         # Safe to retry: the marker makes a chunk that did land write nothing again.
         counts = self._call(
-            "write deliveries", lambda: self._write_chunk(keys=chunk_keys, args=args)
+            "write deliveries",
+            lambda: self._write_chunk(keys=chunk_keys(shard, marker), args=args),
         )
         return ChunkResult(*(int(count) for count in counts))
 
     # -- the outbox ---------------------------------------------------------------------------
 
-    def pump(self, max_messages: int, journal_ttl_s: int) -> PumpResult:
-        """Deliver up to ``max_messages`` due messages from the outbox (by Redis's clock)."""
+    def pump(
+        self,
+        max_messages: int,
+        journal_ttl_s: int,
+        *,
+        shard: keys.ShardKeys = keys.UNSHARDED,
+        horizon_ms: int = HORIZON_MS,
+    ) -> PumpResult:
+        """Deliver up to ``max_messages`` due messages from ``shard``'s outbox (by Redis's
+        clock). A reschedule's new message due within ``horizon_ms`` goes back to the
+        outbox, and a later one to the inbound stream."""
         moved, now_ms, next_due = self._call(
             "deliver from the outbox",
             lambda: self._pump(
-                keys=PUMP_KEYS,
-                args=[max_messages, journal_ttl_s],
+                keys=pump_keys(shard),
+                args=[max_messages, journal_ttl_s, horizon_ms],
             ),
         )
         next_due_ms = int(float(next_due))
         return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms)
 
-    def wait_for_bell(self, timeout_s: float) -> None:
-        """Block until an entry due soon enters the outbox, or ``timeout_s`` passes.
+    def wait_for_bell(self, timeout_s: float, *, shard: keys.ShardKeys = keys.UNSHARDED) -> None:
+        """Block until an entry due soon enters ``shard``'s outbox, or ``timeout_s`` passes.
 
         Redis times a blocked call out on its own cron (every 100 ms by default),
         so it may return that much later than asked.
         """
         timeout_s = max(timeout_s, MIN_BLOCK_S)
-        self._call("wait for the outbox", lambda: self._redis.blpop([keys.OUTBOX_BELL], timeout_s))
+        self._call("wait for the outbox", lambda: self._redis.blpop([shard.outbox_bell], timeout_s))
+
+    def claim_layout(self, shards: int) -> None:
+        """Record that the delivery keys are laid out for ``shards`` Redis shards.
+
+        Raises ConfigurationError if they were laid out for another count and a
+        message is still pending there: its outbox entry, status records and cancel
+        requests would be in the old shards, which nothing would read. Messages
+        written before any count was recorded are taken as unsharded.
+        """
+        recorded = self._call(
+            "read the shard layout", lambda: self._redis.hget(keys.CONFIG, "layout_shards")
+        )
+        old = 1 if recorded is None else int(recorded)
+        if old != shards:
+            pending = self._pending(keys.read_layout(old))
+            if pending > 0:
+                raise ConfigurationError(
+                    f"this Redis holds delivery keys laid out for {old} shard(s) "
+                    f"(--inbound-shards), and {pending} message(s) are pending in them; "
+                    f"changing the count to {shards} would strand them. Start with "
+                    f"--inbound-shards {old}: a change of the shard count needs no message "
+                    "pending (docs/scaling.md)."
+                )
+        self._call(
+            "record the shard layout",
+            lambda: self._redis.hset(keys.CONFIG, "layout_shards", shards),
+        )
+
+    def _pending(self, layout: Sequence[keys.ShardKeys]) -> int:
+        """Messages accepted in ``layout``'s shards and not settled, or waiting in their
+        outboxes."""
+
+        def read() -> list[Any]:
+            pipe = self._redis.pipeline(transaction=False)
+            for shard in layout:
+                pipe.hgetall(shard.stats)
+                pipe.zcard(shard.outbox)
+            return list(pipe.execute())
+
+        replies = self._call("count pending messages", read)
+        stats = summed(replies[0::2])
+        counted = Metrics(stats, {}, {}, {}, read_at_ms=0).pending
+        return max(counted, sum(int(size) for size in replies[1::2]))
 
     def publish_config(self, horizon_ms: int, inbound_shards: int) -> None:
         """Tell producers the scheduler's horizon (sends due within it go to the outbox)

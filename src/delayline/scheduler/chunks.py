@@ -3,17 +3,20 @@
 A stage (the sink, or the source's hand-off to the outbox) writes the rows of
 one (query, partition, batch) in a fixed order. Every chunk is written together
 with a marker of how many rows are done, in one Lua script, so a retried or
-replayed task resumes exactly after the last chunk that landed. See
-docs/design.md.
+replayed task resumes exactly after the last chunk that landed. With Redis
+shards, each shard's rows (in the same order) have a marker of their own in
+that shard. See docs/design.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from delayline import ids
 from delayline.chunking import chunk_end
+from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
-from delayline.rows import Reject, SinkRow
+from delayline.rows import OutgoingMessage, Reject, SinkRow
 from delayline.scheduler.task import BatchTask
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold
@@ -63,6 +66,17 @@ def write_in_chunks(
     return results
 
 
+def by_shard(rows: Sequence[SinkRow], shards: int) -> dict[int, list[SinkRow]]:
+    """``rows`` split by the Redis shard of their message (:func:`keys.keys_of`), each
+    shard's in their order; a reject without a well-formed id goes to shard 0."""
+    split: dict[int, list[SinkRow]] = {}
+    for row in rows:
+        message_id = row.id if isinstance(row, OutgoingMessage) else row.message_id
+        shard = 0 if shards <= 1 or message_id is None else ids.shard_of(message_id, shards)
+        split.setdefault(shard, []).append(row)
+    return split
+
+
 def write_once(
     store: DeliveryStore,
     task: BatchTask,
@@ -70,24 +84,36 @@ def write_once(
     rows: Sequence[SinkRow],
     *,
     journal_ttl_s: int,
+    horizon_ms: int,
+    shards: int,
 ) -> list[ChunkResult]:
-    """Write ``rows`` of ``task`` for ``stage``, resuming after what an earlier attempt wrote.
+    """Write ``rows`` of ``task`` for ``stage`` to their ``shards`` Redis shards, resuming
+    after what an earlier attempt wrote.
 
     Every attempt of a task must pass the same rows in the same order.
     """
-    if not rows:
-        return []
+    layout = keys.layout(shards)
+    results: list[ChunkResult] = []
+    for shard, shard_rows in sorted(by_shard(rows, shards).items()):
+        shard_keys = layout[shard]
 
-    def write_chunk(first: int, chunk: Sequence[SinkRow]) -> ChunkResult:
-        return store.write_chunk(
-            query_id=task.query_id,
-            partition=task.partition,
-            batch_id=task.batch_id,
-            first_row=first,
-            rows=chunk,
-            journal_ttl_s=journal_ttl_s,
-            stage=stage,
+        def write_chunk(
+            first: int, chunk: Sequence[SinkRow], shard_keys: keys.ShardKeys = shard_keys
+        ) -> ChunkResult:
+            return store.write_chunk(
+                shard=shard_keys,
+                query_id=task.query_id,
+                partition=task.partition,
+                batch_id=task.batch_id,
+                first_row=first,
+                rows=chunk,
+                journal_ttl_s=journal_ttl_s,
+                horizon_ms=horizon_ms,
+                stage=stage,
+            )
+
+        done = store.sink_progress(
+            task.query_id, task.partition, task.batch_id, stage=stage, shard=shard_keys
         )
-
-    done = store.sink_progress(task.query_id, task.partition, task.batch_id, stage=stage)
-    return write_in_chunks(rows, done, write_chunk)
+        results += write_in_chunks(shard_rows, done, write_chunk)
+    return results

@@ -1,7 +1,7 @@
 """A drain: a stopped scheduler's pending messages, handed to a new checkpoint.
 
-The settings that shape the state (state partitions, inbound shards, the
-wheel) are pinned by the checkpoint. To change them, ``delayline drain``
+The settings that shape the state (state partitions, the wheel) are pinned by
+the checkpoint. To change them, ``delayline drain``
 reads the state of the last committed batch with Spark's state data source,
 as the listing does, and appends every message it holds to the default
 inbound stream. Then it moves the checkpoint aside, and the next ``delayline
@@ -20,18 +20,18 @@ run`` starts a new one, with any settings, that reads those messages back.
   and dropped when it comes due, as it would have been: the drop counts it,
   marks its status and, for a reschedule, sends its copy.
 - **The inbound streams.** What the old checkpoint committed is trimmed away;
-  what it did not read stays for the new one, and what waits in a shard
-  stream moves to the default stream, which every scheduler reads.
-  Producers learn the shard count again within
-  :data:`delayline.plans.producing.SHARDS_REFRESH_MS`; the drain takes the
-  count back first and moves the shards' records last, at least that long after.
+  what it did not read stays for the new one.
+- **Redis shards.** The shard count (``--inbound-shards``) lays out the
+  delivery keys in Redis, not only the state: the outboxes, status records and
+  cancel requests of pending messages live in their shards. A drain keeps it,
+  and producers go on writing to those shards; ``delayline run`` refuses
+  another count while a message is pending in the old layout.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,7 +46,6 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from delayline.chunking import chunks
 from delayline.errors import ConfigurationError, SchedulerError
 from delayline.model import Message
-from delayline.plans.producing import SHARDS_REFRESH_MS
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.scheduler import packs
@@ -79,8 +78,6 @@ class DrainReport:
 
     #: Pending messages appended to the default inbound stream.
     messages: int
-    #: Records moved from inbound shard streams to the default stream.
-    moved_from_shards: int
     #: Where the old checkpoint (and its pinned settings) now is.
     drained_checkpoint: str
 
@@ -194,21 +191,16 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     files.mark_draining(json.dumps({"query_id": query_id, "started_at_ms": now_ms()}) + "\n")
     inbound = InboundStream.from_url(settings.redis_url)
     try:
-        inbound.forget_scheduler()
-        forgotten_at = time.monotonic()
+        inbound.forget_wakeups()
         recorded = recorded_settings(settings.data_dir)
         trim_committed(inbound, files, int(recorded.get("inbound_shards", 1)))
         marker = keys.drain_marker(query_id)
         messages = _append_pending(spark, settings, files.location, marker)
-        # A producer that read the shard count before it was taken back sends to a
-        # shard stream until it reads it again: wait that out, then move what came.
-        time.sleep(max(0.0, SHARDS_REFRESH_MS / 1000 - (time.monotonic() - forgotten_at)))
-        moved = sum(inbound.move_to_default(stream) for stream in inbound.shard_streams())
     finally:
         inbound.close()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = files.move_aside(f".drained-{stamp}", keep=settings.data_dir / PINNED_FILE)
-    return DrainReport(messages, moved, aside)
+    return DrainReport(messages, aside)
 
 
 def _append_pending(

@@ -9,7 +9,7 @@ pumps). The outbox holds about rate times the horizon messages.
 It does not poll. Within GUARD_MS of the next due entry it sleeps until then;
 otherwise it blocks on the outbox's bell, which every put of an entry due
 within BELL_WITHIN_MS rings, for at most MAX_NAP_S. An idle pump makes one call
-a second.
+a second. With Redis shards, each shard's outbox has a pump of its own.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from delayline.errors import TransportError
+from delayline.errors import DelaylineError, TransportError
+from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
+from delayline.timing import HORIZON_MS
 
 #: Most messages one pump call moves.
 PUMP_BATCH = 1_000
@@ -31,21 +33,32 @@ GUARD_MS = 200
 
 
 class Pump:
-    """A daemon thread pumping the outbox of the Redis at ``redis_url``."""
+    """A daemon thread pumping one shard's outbox in the Redis at ``redis_url``."""
 
     def __init__(
         self,
         redis_url: str,
         journal_ttl_s: int,
         prepare: Callable[[], None] | None = None,
+        *,
+        shard: keys.ShardKeys = keys.UNSHARDED,
+        horizon_ms: int = HORIZON_MS,
     ) -> None:
-        """``prepare`` runs once before the first delivery (and again until it succeeds)."""
+        """``prepare`` runs before the first delivery (and again until it succeeds);
+        ``horizon_ms`` is the scheduler's (a reschedule's new message due within it
+        goes back to the outbox)."""
         self._redis_url = redis_url
         self._journal_ttl_s = journal_ttl_s
         self._prepare = prepare
+        self._shard = shard
+        self._horizon_ms = horizon_ms
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="delayline-pump", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"delayline-pump-{shard.namespace}", daemon=True
+        )
         self.last_error: TransportError | None = None
+        #: Why ``prepare`` refused to let the pump start, if it did.
+        self.failure: DelaylineError | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -68,12 +81,20 @@ class Pump:
                     if self._prepare is not None:
                         self._prepare()
                         self._prepare = None
-                    result = store.pump(PUMP_BATCH, self._journal_ttl_s)
+                    result = store.pump(
+                        PUMP_BATCH,
+                        self._journal_ttl_s,
+                        shard=self._shard,
+                        horizon_ms=self._horizon_ms,
+                    )
                 except TransportError as exc:
                     # Redis is away: keep trying; the outbox is durable there.
                     self.last_error = exc
                     self._stop.wait(0.5)
                     continue
+                except DelaylineError as exc:
+                    self.failure = exc
+                    return
                 self.last_error = None
                 if result.moved >= PUMP_BATCH:
                     continue
@@ -84,7 +105,7 @@ class Pump:
                 # Nothing due soon: block until an entry due soon rings, or the nap ends.
                 nap_s = MAX_NAP_S if gap_ms is None else min(MAX_NAP_S, (gap_ms - GUARD_MS) / 1000)
                 try:
-                    store.wait_for_bell(nap_s)
+                    store.wait_for_bell(nap_s, shard=self._shard)
                 except TransportError as exc:
                     self.last_error = exc
                     self._stop.wait(0.5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import DelaylineError, SchedulerError
+from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.listings import Listings
 from delayline.redis.store import DeliveryStore
@@ -47,9 +49,19 @@ class Scheduler:
         self._run_token = uuid.uuid4().hex
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
-        self._pump = Pump(
-            settings.redis_url, settings.journal_retention_ms // 1000, prepare=self._prepare
-        )
+        # A pump per Redis shard's outbox.
+        self._pumps = [
+            Pump(
+                settings.redis_url,
+                settings.journal_retention_ms // 1000,
+                prepare=self._prepare,
+                shard=shard,
+                horizon_ms=settings.fire_lead_ms,
+            )
+            for shard in keys.layout(settings.inbound_shards)
+        ]
+        self._prepared = False
+        self._prepare_lock = threading.Lock()
         self._query_id = ""  # read once at start: the heartbeat names it twice a second
         self._last_reported_batch = -1
         # Batches completed but not yet in the heartbeat: Redis may be away for a while.
@@ -63,12 +75,18 @@ class Scheduler:
         self._quiet = QuietSpells() if runs_locally(settings) else None
 
     def _prepare(self) -> None:
-        """Before the pump's first delivery (on its thread): tell producers the config,
-        and let raw cancels that wait in the inbound stream win over the outbox."""
-        self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
-        record_waiting_cancels(
-            self._inbound, self.settings.journal_retention_ms, self.settings.inbound_shards
-        )
+        """Before the pumps' first delivery (on the first pump's thread, while the others
+        wait): tell producers the config, and let raw cancels that wait in the inbound
+        stream win over the outbox."""
+        with self._prepare_lock:
+            if self._prepared:
+                return
+            self._store.claim_layout(self.settings.inbound_shards)
+            self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
+            record_waiting_cancels(
+                self._inbound, self.settings.journal_retention_ms, self.settings.inbound_shards
+            )
+            self._prepared = True
 
     def start(self) -> None:
         """Start the outbox pump, then Spark and the query.
@@ -78,7 +96,8 @@ class Scheduler:
         starts (tens of seconds) rather than after. Raises JavaNotFoundError,
         ConfigurationError or SchedulerError.
         """
-        self._pump.start()
+        for pump in self._pumps:
+            pump.start()
         self._spark = build_session(self.settings, self._spark_log)
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
@@ -167,8 +186,11 @@ class Scheduler:
             if not query.isActive:
                 headline = _headline(query.exception())
                 raise SchedulerError(f"the scheduler query stopped: {headline}{_advice(headline)}")
-        if not self._pump.alive:
-            raise SchedulerError("the outbox pump stopped")
+        for pump in self._pumps:
+            if pump.failure is not None:
+                raise SchedulerError(f"the outbox pump stopped: {pump.failure}")
+            if not pump.alive:
+                raise SchedulerError("the outbox pump stopped")
 
     def stop(self, pause_timeout_s: float = 60.0) -> None:
         """Let the running batch finish, then stop the query and Spark.
@@ -189,7 +211,8 @@ class Scheduler:
                 with contextlib.suppress(DelaylineError):
                     self._pause_between_batches(query, pause_timeout_s)
                 query.stop()
-        self._pump.stop()
+        for pump in self._pumps:
+            pump.stop()
         self._store.close()
         self._inbound.close()
         spark, self._spark = self._spark, None

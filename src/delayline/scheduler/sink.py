@@ -109,6 +109,8 @@ class DeliveryWriter(DataSourceStreamArrowWriter):
             "sink",
             rows,
             journal_ttl_s=self._settings.journal_retention_ms // 1000,
+            horizon_ms=self._settings.fire_lead_ms,
+            shards=self._settings.inbound_shards,
         )
         return DeliveryCommit(
             delivered=sum(r.delivered for r in results),

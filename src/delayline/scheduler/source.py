@@ -73,7 +73,7 @@ def record_waiting_cancels(inbound: InboundStream, retention_ms: int, inbound_sh
     """
     for stream in keys.inbound_streams(inbound_shards):
         waiting = waiting_cancels(inbound.read(START_ID, "+", stream=stream))
-        inbound.record_cancel_requests(waiting, retention_ms)
+        inbound.record_cancel_requests(waiting, retention_ms, inbound_shards)
 
 
 @cache
@@ -297,7 +297,9 @@ class InboundReader(DataSourceStreamReader):
         # A raw cancel must also stop a message that already left Spark's state for
         # the outbox: the pump drops a message with a cancel request, as for the SDK's.
         # Recorded first, so that it also stops a message handed off just below.
-        inbound.record_cancel_requests(batch.cancels, settings.journal_retention_ms)
+        inbound.record_cancel_requests(
+            batch.cancels, settings.journal_retention_ms, settings.inbound_shards
+        )
         # As the sink writes: due ones to their topic, the rest to the outbox, a
         # duplicate id counted once, and a replay resuming after what landed.
         write_once(
@@ -306,9 +308,18 @@ class InboundReader(DataSourceStreamReader):
             "handoff",
             batch.near,
             journal_ttl_s=settings.journal_retention_ms // 1000,
+            horizon_ms=settings.fire_lead_ms,
+            shards=settings.inbound_shards,
         )
+        # The counts may go to any shard: readers add them up. The partition picks one.
+        layout = keys.layout(settings.inbound_shards)
         inbound.count_ingest(
-            task.query_id, task.partition, task.batch_id, batch.accepted, len(batch.cancels)
+            task.query_id,
+            task.partition,
+            task.batch_id,
+            batch.accepted,
+            len(batch.cancels),
+            layout[task.partition % len(layout)],
         )
         if batch.packs:
             yield pa.RecordBatch.from_pydict(

@@ -2,10 +2,11 @@
 -- message that has one, and status() answers "cancelled". A reschedule's
 -- request also names the new message: whoever drops the old one sends it again
 -- as the new one (see delivery.lua).
--- KEYS: none. ARGV: now ms, retention past the due minute ms, then per cancel:
+-- KEYS: the namespace of the messages' shard. ARGV: now ms, retention past the due minute ms, then per cancel:
 -- id, deliver_at_ms, topic ('' when unknown), and '' or "<new id>:<new due ms>".
 -- Returns how many took a message that was not settled yet out of the forecast.
 
+local ns = KEYS[1]
 --! include cancel_request.lua
 local retention_ms = tonumber(ARGV[2])
 local taken = 0

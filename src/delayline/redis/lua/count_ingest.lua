@@ -1,9 +1,10 @@
 -- Add one batch's ingest counts once, however often the batch is replayed.
--- KEYS: ingest marker, stats. ARGV: batch, accepted, cancels, marker ttl seconds,
+-- KEYS: ingest marker, stats, namespace (of both). ARGV: batch, accepted, cancels, marker ttl seconds,
 -- then for the forecast, per (due second, topic) of the accepted sends:
 -- a due time in that second (ms), the topic, and how many.
 -- Returns 1 if it added them, 0 if this batch's were added already.
 
+local ns = KEYS[3]
 --! include pending.lua
 local last = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local batch = tonumber(ARGV[1])

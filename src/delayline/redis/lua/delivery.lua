@@ -1,7 +1,8 @@
 -- A library, shared by write_chunk.lua, pump.lua and reschedule.lua: the clock,
 -- the journal, delivery, drops and reschedules, rejects, and counters. The
--- including script sets journal_ttl, rejects_key, box ({outbox, outbox data,
--- bell}), inbound_key and config_key before it.
+-- including script sets ns (its shard's namespace, its last key), journal_ttl,
+-- rejects_key, box ({outbox, outbox data, bell}), inbound_key and horizon_ms
+-- (the scheduler's, for a reschedule's new message) before it.
 
 --! include outbox.lua
 --! include pending.lua
@@ -47,7 +48,7 @@ local function deliver(topic, id, body, key, headers, due, attempt, journal)
     -- as a reject, and take back its journal entry: it was not delivered.
     if journal_ttl > 0 then redis.call('HDEL', journal, id) end
     local reason = 'cannot deliver to topic ' .. topic .. ': ' .. added.err
-    local status_key = '${REJECTED_PREFIX}' .. string.format('%d',
+    local status_key = ns .. '${REJECTED}' .. string.format('%d',
       math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
     add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
       'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
@@ -92,14 +93,13 @@ end
 -- scheduler's horizon, or else onto the inbound stream, as the near path does.
 local placed_in_outbox = false
 local function place(id, topic, body, key, headers, due, attempt)
-  local horizon_ms = tonumber(redis.call('HGET', config_key, 'horizon_ms') or ${HORIZON_MS})
   if tonumber(due) - now_ms > horizon_ms then
     inbound_send(id, topic, body, key, headers, due, attempt, false)
     return
   end
   local minute = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
   if outbox_put(box, now_ms, id, topic, body, key, headers, due, attempt,
-      '${JOURNAL_PREFIX}' .. minute, '${CANCELS_PREFIX}' .. minute) then
+      ns .. '${JOURNAL}' .. minute, ns .. '${CANCELS}' .. minute) then
     counts.accepted = counts.accepted + 1
     pending_add(due, topic, 1)
     placed_in_outbox = true

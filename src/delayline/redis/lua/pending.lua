@@ -2,11 +2,12 @@
 -- stats counters by every script that accepts or settles a message, so that
 -- each message is counted once (see delayline/redis/pending.py, their reader).
 --
--- Per due minute, ${PENDING_PREFIX}<minute> holds 't:<topic>' -> messages pending
+-- Per due minute, <ns>${PENDING}<minute> holds 't:<topic>' -> messages pending
 -- and 'u' -> cancels not yet applied whose topic is unknown (a cancel by id
--- does not name it); ${PENDING_PREFIX}<minute>:s holds <second of the minute> ->
--- messages pending, cancels subtracted. ${PENDING_INDEX} (sorted set) lists the
--- minutes. A cancel is subtracted when it is requested; the ~<id> field of its
+-- does not name it); <ns>${PENDING}<minute>:s holds <second of the minute> ->
+-- messages pending, cancels subtracted. <ns>${PENDING_INDEX} (sorted set) lists the
+-- minutes. ns is the shard's namespace, set by the including script; a reader
+-- adds up every shard's counters. A cancel is subtracted when it is requested; the ~<id> field of its
 -- cancel-requests hash remembers it until the message is dropped, so that the
 -- drop does not subtract it twice.
 local pending_deltas = {}
@@ -16,7 +17,7 @@ local function pending_change(due, topic, d_topic, d_unknown, d_second)
   local second = math.floor(tonumber(due) / 1000)
   if second ~= pending_last_second then
     local minute = math.floor(second / 60)
-    local key = '${PENDING_PREFIX}' .. string.format('%d', minute)
+    local key = ns .. '${PENDING}' .. string.format('%d', minute)
     pending_minutes[minute] = key
     pending_last_second = second
     pending_keys = {key, key .. ':s', tostring(second % 60)}
@@ -66,6 +67,6 @@ local function pending_flush()
     local expire_at = (minute + 1) * 60 + ${PENDING_TTL_S}
     redis.call('EXPIREAT', key, expire_at)
     redis.call('EXPIREAT', key .. ':s', expire_at)
-    redis.call('ZADD', '${PENDING_INDEX}', minute, minute)
+    redis.call('ZADD', ns .. '${PENDING_INDEX}', minute, minute)
   end
 end

@@ -3,13 +3,14 @@
 -- A message whose id the SDK recorded a cancel for meanwhile is dropped instead;
 -- one whose topic key is not a stream becomes a reject.
 -- A reschedule's message is dropped and sent again under its new id.
--- KEYS: outbox, outbox data, stats, lateness, rejects, outbox bell, inbound, config.
--- ARGV: max messages, journal ttl s.
+-- KEYS: outbox, outbox data, stats, lateness, rejects, outbox bell, inbound, namespace.
+-- ARGV: max messages, journal ttl s, horizon ms.
 -- Returns {moved, now_ms, next due ms or -1}.
 
 local journal_ttl = tonumber(ARGV[2])
 local rejects_key = KEYS[5]
-local box, inbound_key, config_key = {KEYS[1], KEYS[2], KEYS[6]}, KEYS[7], KEYS[8]
+local box, inbound_key, ns = {KEYS[1], KEYS[2], KEYS[6]}, KEYS[7], KEYS[8]
+local horizon_ms = tonumber(ARGV[3])
 --! include delivery.lua
 local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
 for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end

@@ -4,30 +4,32 @@
 -- here and the reschedule record appended to the inbound stream make the
 -- scheduler withdraw it, and whoever drops it then sends the copy (see drop()
 -- in delivery.lua). Until then it leaves the forecast, as for a cancel.
--- KEYS: outbox, outbox data, outbox bell, inbound, stats, lateness, rejects, config.
+-- KEYS: outbox, outbox data, outbox bell, inbound, stats, lateness, rejects, namespace.
 -- ARGV: retention past the due minute ms, journal ttl s, id, its deliver_at_ms,
--- new id, its deliver_at_ms, then the reschedule record: n, and n fields and values.
+-- new id, its deliver_at_ms, horizon ms, then the reschedule record: n, and n
+-- fields and values.
 -- Returns {'rescheduled', ''}; {'settled', journal value} if the message was
 -- delivered, cancelled or rescheduled already; {'requested', request} if a
 -- cancel or reschedule was requested for it already.
 
 local journal_ttl = tonumber(ARGV[2])
 local rejects_key = KEYS[7]
-local box, inbound_key, config_key = {KEYS[1], KEYS[2], KEYS[3]}, KEYS[4], KEYS[8]
+local box, inbound_key, ns = {KEYS[1], KEYS[2], KEYS[3]}, KEYS[4], KEYS[8]
+local horizon_ms = tonumber(ARGV[7])
 --! include delivery.lua
 --! include cancel_request.lua
 local id, due, new_id, new_due = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local suffix = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
-local settled = redis.call('HGET', '${JOURNAL_PREFIX}' .. suffix, id)
+local settled = redis.call('HGET', ns .. '${JOURNAL}' .. suffix, id)
 if settled then return {'settled', settled} end
-local requested = redis.call('HGET', '${CANCELS_PREFIX}' .. suffix, id)
+local requested = redis.call('HGET', ns .. '${CANCELS}' .. suffix, id)
 if requested then return {'requested', requested} end
 request_cancel(id, due, '', new_id .. ':' .. new_due, now, tonumber(ARGV[1]))
 if deliver_waiting(box[2], id) then
   redis.call('ZREM', box[1], id)
   redis.call('HDEL', box[2], id)
 else
-  redis.call('XADD', inbound_key, '*', unpack(ARGV, 8, 7 + 2 * tonumber(ARGV[7])))
+  redis.call('XADD', inbound_key, '*', unpack(ARGV, 9, 8 + 2 * tonumber(ARGV[8])))
 end
 flush_counts(KEYS[5], KEYS[6])
 return {'rescheduled', ''}

@@ -1,20 +1,22 @@
 -- Schedule messages that are due soon: each straight into the outbox, or, if
 -- Redis's clock says it is not due within the scheduler's horizon after all,
--- onto the inbound stream. The running scheduler publishes its horizon in the
--- config hash; ARGV[1] stands in while none has. Each message comes as its
+-- onto the inbound stream. ARGV[1] is the horizon as the producer last read it
+-- from the scheduler's config (a stale one is safe: the pump delivers whatever
+-- waits in the outbox, and the Spark path whatever does not). Each message comes as its
 -- inbound record (the one encoding the SDK writes), so it is sent once, not
 -- twice; one call takes many, since a call's own cost in Redis is as large as
 -- a message's.
--- KEYS: outbox, outbox data, outbox bell, inbound, stats, config.
--- ARGV: default horizon_ms, then per message: n, and its record's n fields and
+-- KEYS: outbox, outbox data, outbox bell, inbound, stats, namespace.
+-- ARGV: horizon_ms, then per message: n, and its record's n fields and
 -- values. Returns how many went to the outbox (or already wait there: an SDK
 -- retry); the others went to the inbound stream.
 
+local ns = KEYS[6]
 --! include outbox.lua
 --! include pending.lua
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local horizon_ms = tonumber(redis.call('HGET', KEYS[6], 'horizon_ms') or ARGV[1])
+local horizon_ms = tonumber(ARGV[1])
 local box = {KEYS[1], KEYS[2], KEYS[3]}
 local near, accepted = 0, 0
 local i = 2
@@ -29,8 +31,8 @@ while i <= #ARGV do
     near = near + 1
     local minute = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
     if outbox_put(box, now_ms, f['id'], f['topic'], f['body'], f['key'] or '',
-        f['headers'] or '{}', due, f['attempt'] or '1', '${JOURNAL_PREFIX}' .. minute,
-        '${CANCELS_PREFIX}' .. minute) then
+        f['headers'] or '{}', due, f['attempt'] or '1', ns .. '${JOURNAL}' .. minute,
+        ns .. '${CANCELS}' .. minute) then
       accepted = accepted + 1
       pending_add(due, f['topic'], 1)
     end

@@ -1,8 +1,8 @@
 -- Write one chunk of a sink partition and advance its marker, atomically.
 --
 -- KEYS: marker, stats, lateness, rejects, outbox, outbox data, inbound, outbox bell,
--- config.
--- ARGV: batch, first, count, marker ttl s, journal ttl s, then count rows,
+-- namespace.
+-- ARGV: batch, first, count, marker ttl s, journal ttl s, horizon ms, then count rows,
 -- each starting with a kind:
 --   'd' topic id body key headers deliver_at_ms attempt journal_key cancel_key   (deliver)
 --   'x' (the same)                                                               (dropped)
@@ -30,7 +30,8 @@ local first = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
 local journal_ttl = tonumber(ARGV[5])
 local rejects_key = KEYS[4]
-local box, inbound_key, config_key = {KEYS[5], KEYS[6], KEYS[8]}, KEYS[7], KEYS[9]
+local box, inbound_key, ns = {KEYS[5], KEYS[6], KEYS[8]}, KEYS[7], KEYS[9]
+local horizon_ms = tonumber(ARGV[6])
 local state = redis.call('HMGET', KEYS[1], 'batch', 'written')
 local written = 0
 if tonumber(state[1]) == batch then written = tonumber(state[2]) end
@@ -40,7 +41,7 @@ if written < first then
     .. first .. ' but only ' .. written .. ' rows are written')
 end
 --! include delivery.lua
-local i = 6
+local i = 7
 for _ = 1, count do
   local kind = ARGV[i]
   if kind == 'r' then
