@@ -88,10 +88,18 @@ def snapshot(client: redis.Redis) -> dict[str, Any]:
         "lua": int(info["used_memory_lua"]),
         "allocator": str(info["mem_allocator"]),
         "run_id": str(info["run_id"]),
-        "lateness": {
-            label.decode(): int(count) for label, count in client.hgetall(keys.LATENESS).items()
-        },
+        "lateness": lateness_counts(client),
     }
+
+
+def lateness_counts(client: redis.Redis) -> dict[str, int]:
+    """delayline's lateness histogram, every Redis shard's added up."""
+    shards = int(client.hget(keys.CONFIG, "inbound_shards") or 1)
+    counts: dict[str, int] = {}
+    for shard in keys.read_layout(shards):
+        for label, count in client.hgetall(shard.lateness).items():
+            counts[label.decode()] = counts.get(label.decode(), 0) + int(count)
+    return counts
 
 
 def cost(before: dict[str, Any], after: dict[str, Any], messages: int) -> dict[str, Any] | None:

@@ -6,22 +6,30 @@ message is pending in the old layout."""
 from __future__ import annotations
 
 from contextlib import closing
+from typing import Any
 
 import pytest
 import redis
 
 from delayline import Client
 from delayline.errors import ConfigurationError
-from delayline.redis import keys
+from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.redis import keys, scripts
 from delayline.redis.store import DeliveryStore
 from delayline.timing import now_ms
+from tests.sinking import delivered
 from tests.support import wait_for
 
 SHARDS = 2
 
 
 def pump_all(store: DeliveryStore) -> int:
-    return sum(store.pump(1_000, 3_600, shard=shard).moved for shard in keys.layout(SHARDS))
+    """Pump every shard's outbox, and write what that readied to the topics."""
+    moved = 0
+    for shard in keys.layout(SHARDS):
+        moved += store.pump(1_000, 3_600, shard=shard).moved
+        store.flush_ready(shard, 3_600)
+    return moved
 
 
 def test_each_message_stays_in_its_shard_from_send_to_delivery(
@@ -86,3 +94,69 @@ def test_a_first_sharded_run_refuses_what_unsharded_producers_left_pending(
         with pytest.raises(ConfigurationError, match="laid out for 1 shard"):
             store.claim_layout(SHARDS)
         store.claim_layout(1)
+
+
+def test_a_sharded_delivery_reaches_its_topic_once_whatever_is_repeated(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    with closing(DeliveryStore.from_url(redis_url)) as store:
+        message_id = new_message_id(now_ms() - 10)
+        shard = keys.keys_of(message_id, SHARDS)
+        store.write_chunk(
+            query_id="q",
+            partition=0,
+            batch_id=1,
+            first_row=0,
+            rows=[delivered(message_id, topic="orders")],
+            journal_ttl_s=3_600,
+            shard=shard,
+        )
+        # Journalled and ready in its shard; not yet in the topic, nor counted.
+        assert raw_redis.hexists(shard.journal(deliver_at_ms_of(message_id)), message_id)
+        [(_, ready)] = raw_redis.xrange(shard.ready)
+        assert (ready[b"topic"], ready[b"id"]) == (b"orders", message_id.encode())
+        assert not raw_redis.exists("orders")
+        assert not raw_redis.hget(shard.stats, "delivered")
+        # A flusher that wrote the topic and died before it settled: the next one
+        # writes nothing again and counts it once.
+        entries = raw_redis.xrange(shard.ready)
+        args: list[Any] = [3_600]
+        for entry_id, fields in entries:
+            args += [entry_id, len(fields), *(p for pair in fields.items() for p in pair)]
+        deliver = raw_redis.register_script(scripts.DELIVER_READY)
+        assert deliver(keys=["orders", keys.topic_written("orders")], args=args) == []
+        assert store.flush_ready(shard, 3_600) == 1
+        assert store.flush_ready(shard, 3_600) == 0
+        [(_, entry)] = raw_redis.xrange("orders")
+        assert b"topic" not in entry
+        assert entry[b"id"] == message_id.encode()
+        assert int(entry[b"delivered_at_ms"]) >= deliver_at_ms_of(message_id)
+        assert raw_redis.hget(shard.stats, "delivered") == b"1"
+        assert raw_redis.xlen(shard.ready) == 0
+
+
+def test_a_topic_that_cannot_take_a_sharded_delivery_keeps_it_as_a_reject(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    raw_redis.set("poisoned", "not a stream")
+    with closing(DeliveryStore.from_url(redis_url)) as store:
+        message_id = new_message_id(now_ms() - 10)
+        shard = keys.keys_of(message_id, SHARDS)
+        store.write_chunk(
+            query_id="q",
+            partition=0,
+            batch_id=1,
+            first_row=0,
+            rows=[delivered(message_id, topic="poisoned")],
+            journal_ttl_s=3_600,
+            shard=shard,
+        )
+        assert store.flush_ready(shard, 3_600) == 1
+        [(_, reject)] = raw_redis.xrange(shard.rejects)
+        assert reject[b"id"] == message_id.encode()
+        assert reject[b"reason"].startswith(b"cannot deliver to topic poisoned: WRONGTYPE")
+        due_ms = deliver_at_ms_of(message_id)
+        assert not raw_redis.hexists(shard.journal(due_ms), message_id)  # not delivered
+        assert raw_redis.hget(shard.stats, "rejected") == b"1"
+        assert raw_redis.hget(shard.stats, "delivered") is None
+        assert raw_redis.get("poisoned") == b"not a stream"

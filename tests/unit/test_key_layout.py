@@ -81,3 +81,12 @@ def test_one_shard_keeps_the_unsharded_names() -> None:
         "delayline:delivered:1",
     )
     assert keys.read_layout(2) == [keys.UNSHARDED, keys.shard_keys(0), keys.shard_keys(1)]
+
+
+def test_a_sharded_deliverys_steps_each_keep_to_one_slot() -> None:
+    for topic in ("orders", "a.b:c-1", "x"):
+        assert slot(keys.topic_written(topic) + ":28000000") == slot(topic)
+    for n in range(8):
+        shard = keys.shard_keys(n)
+        settle = [shard.ready, shard.stats, shard.lateness, shard.rejects, shard.namespace]
+        assert {slot(key) for key in settle} == {slot(shard.namespace)}

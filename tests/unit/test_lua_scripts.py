@@ -21,6 +21,8 @@ SCRIPTS = {
     "SEND_NEAR": "send_near.lua",
     "WRITE_CHUNK": "write_chunk.lua",
     "PUMP": "pump.lua",
+    "DELIVER_READY": "deliver_ready.lua",
+    "SETTLE_READY": "settle_ready.lua",
 }
 
 

@@ -129,6 +129,12 @@ class ShardKeys:
         return self.namespace + "rejects"
 
     @property
+    def ready(self) -> str:
+        """A sharded layout's due messages on their way to their topics (stream; see
+        lua/delivery.lua): the topic entry's fields and ``topic``."""
+        return self.namespace + "ready"
+
+    @property
     def forecast_index(self) -> str:
         """The minutes that have forecast counters (sorted set: minute -> minute)."""
         return self.namespace + "forecast"
@@ -187,6 +193,13 @@ def read_layout(shards: int) -> list[ShardKeys]:
     if shards <= 1:
         return [UNSHARDED]
     return [UNSHARDED, *layout(shards)]
+
+
+def topic_written(topic: str) -> str:
+    """The prefix of the hashes (``<prefix>:<due minute>``: id -> 1) of the ids a sharded
+    delivery wrote to ``topic``, in the topic's Redis Cluster slot (a topic has no
+    braces, so its whole name is its hash tag)."""
+    return f"{NAMESPACE}written:{{{topic}}}"
 
 
 def keys_of(message_id: str, shards: int) -> ShardKeys:

@@ -48,6 +48,8 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "PENDING": _name(keys.UNSHARDED.forecast(0)).removesuffix("0"),
     "PENDING_INDEX": _name(keys.UNSHARDED.forecast_index),
     "PENDING_TTL_S": keys.FORECAST_TTL_S,
+    "NAMESPACE": keys.NAMESPACE,
+    "READY": _name(keys.UNSHARDED.ready),
     "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
     "SUM_FIELD": SUM_FIELD,
 }
@@ -123,6 +125,10 @@ SEND_NEAR_SHA = hashlib.sha1(SEND_NEAR.encode()).hexdigest()
 WRITE_CHUNK = load("write_chunk.lua")
 #: Move due messages from the outbox to their topics (lua/pump.lua).
 PUMP = load("pump.lua")
+#: Write a shard's ready entries to one topic (lua/deliver_ready.lua).
+DELIVER_READY = load("deliver_ready.lua")
+#: Count and take off a shard's ready entries once written (lua/settle_ready.lua).
+SETTLE_READY = load("settle_ready.lua")
 
 
 def cancel_args(

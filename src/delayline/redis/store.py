@@ -8,6 +8,7 @@ reach (the horizon) and records the batches it completes (the heartbeat).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -70,11 +71,13 @@ class ChunkResult:
 
 @dataclass(frozen=True, slots=True)
 class PumpResult:
-    """One pump call: how many it moved, Redis's time, and the next due time (or None)."""
+    """One pump call: how many it moved, Redis's time, the next due time (or None), and
+    how many entries wait in the shard's ready stream (see :meth:`flush_ready`)."""
 
     moved: int
     now_ms: int
     next_due_ms: int | None
+    ready: int = 0
 
 
 class DeliveryStore(RedisConnection):
@@ -86,6 +89,8 @@ class DeliveryStore(RedisConnection):
         super().__init__(client, patience_ms=patience_ms)
         self._write_chunk = client.register_script(scripts.WRITE_CHUNK)
         self._pump = client.register_script(scripts.PUMP)
+        self._deliver_ready = client.register_script(scripts.DELIVER_READY)
+        self._settle_ready = client.register_script(scripts.SETTLE_READY)
 
     # -- the sink -----------------------------------------------------------------------------
 
@@ -189,7 +194,7 @@ class DeliveryStore(RedisConnection):
         """Deliver up to ``max_messages`` due messages from ``shard``'s outbox (by Redis's
         clock). A reschedule's new message due within ``horizon_ms`` goes back to the
         outbox, and a later one to the inbound stream."""
-        moved, now_ms, next_due = self._call(
+        moved, now_ms, next_due, ready = self._call(
             "deliver from the outbox",
             lambda: self._pump(
                 keys=pump_keys(shard),
@@ -197,7 +202,52 @@ class DeliveryStore(RedisConnection):
             ),
         )
         next_due_ms = int(float(next_due))
-        return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms)
+        return PumpResult(
+            int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms, int(ready)
+        )
+
+    def flush_ready(
+        self, shard: keys.ShardKeys, journal_ttl_s: int, max_entries: int = 1_000
+    ) -> int:
+        """Write up to ``max_entries`` of ``shard``'s ready stream to their topics, then
+        count them and take them off; how many it took (0: the stream is empty).
+
+        The two steps of a sharded delivery after the shard's own (lua/delivery.lua):
+        one script call in each topic's slot, then one in the shard's. Safe to repeat
+        and to run in several processes: a topic takes an id once, and an entry is
+        counted once.
+        """
+        entries = cast(
+            list[tuple[bytes, dict[bytes, bytes]]],
+            self._call(
+                "read the ready stream",
+                lambda: self._redis.xrange(shard.ready, count=max_entries),
+            ),
+        )
+        if not entries:
+            return 0
+        by_topic: dict[bytes, list[Any]] = {}
+        for entry_id, fields in entries:
+            args = by_topic.setdefault(fields[b"topic"], [journal_ttl_s])
+            args += [entry_id, len(fields), *(part for pair in fields.items() for part in pair)]
+        errors: dict[bytes, bytes] = {}
+        for topic, args in by_topic.items():
+            call = functools.partial(
+                self._deliver_ready, keys=[topic, keys.topic_written(topic.decode())], args=args
+            )
+            failed = self._call("deliver to a topic", call)
+            errors.update(zip(failed[0::2], failed[1::2], strict=True))
+        settle: list[Any] = [journal_ttl_s]
+        for entry_id, _ in entries:
+            settle += [entry_id, errors.get(entry_id, b"")]
+        self._call(
+            "settle delivered messages",
+            lambda: self._settle_ready(
+                keys=[shard.ready, shard.stats, shard.lateness, shard.rejects, shard.namespace],
+                args=settle,
+            ),
+        )
+        return len(entries)
 
     def wait_for_bell(self, timeout_s: float, *, shard: keys.ShardKeys = keys.UNSHARDED) -> None:
         """Block until an entry due soon enters ``shard``'s outbox, or ``timeout_s`` passes.

@@ -96,6 +96,15 @@ class Pump:
                     self.failure = exc
                     return
                 self.last_error = None
+                if result.ready:
+                    # A sharded delivery's second step (lua/delivery.lua), for what
+                    # this call and the sink readied.
+                    try:
+                        store.flush_ready(self._shard, self._journal_ttl_s, PUMP_BATCH)
+                    except TransportError as exc:
+                        self.last_error = exc
+                        self._stop.wait(0.5)
+                    continue
                 if result.moved >= PUMP_BATCH:
                     continue
                 gap_ms = None if result.next_due_ms is None else result.next_due_ms - result.now_ms

@@ -3,6 +3,12 @@
 -- including script sets ns (its shard's namespace, its last key), journal_ttl,
 -- rejects_key, box ({outbox, outbox data, bell}), inbound_key and horizon_ms
 -- (the scheduler's, for a reschedule's new message) before it.
+--
+-- A shard of a sharded layout (ns is not '${NAMESPACE}') delivers in two steps,
+-- so that each script touches one Redis Cluster slot: here a due message is
+-- journalled and appended to the shard's ready stream (ready_key), as the
+-- topic entry it becomes plus its topic; deliver_ready.lua writes it to the
+-- topic, in the topic's slot, and settle_ready.lua counts it and takes it off.
 
 --! include outbox.lua
 --! include pending.lua
@@ -33,6 +39,29 @@ local function add_reject(fields, status_key, id, reason)
   end
   counts.rejected = counts.rejected + 1
 end
+local ready_key = ''
+if ns ~= '${NAMESPACE}' then ready_key = ns .. '${READY}' end
+local function count_delivered(due, delivered_at_ms)
+  counts.delivered = counts.delivered + 1
+  local late = delivered_at_ms - tonumber(due)
+  late_sum = late_sum + late
+  local label = '+Inf'
+  for _, bound in ipairs(bounds) do
+    if late <= bound then label = tostring(bound) break end
+  end
+  late_counts[label] = (late_counts[label] or 0) + 1
+end
+-- The topic key holds another type (WRONGTYPE), or cannot take an entry:
+-- raising would fail the chunk on every retry, for good. Keep the message as a
+-- reject, and take back its journal entry: it was not delivered.
+local function reject_undelivered(topic, id, body, key, headers, due, attempt, err)
+  local suffix = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
+  if journal_ttl > 0 then redis.call('HDEL', ns .. '${JOURNAL}' .. suffix, id) end
+  local reason = 'cannot deliver to topic ' .. topic .. ': ' .. err
+  add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
+    'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
+    ns .. '${REJECTED}' .. suffix, id, reason)
+end
 local function deliver(topic, id, body, key, headers, due, attempt, journal)
   -- However it ends (delivered, a duplicate, a reject), it is no longer pending.
   pending_add(due, topic, -1)
@@ -40,29 +69,19 @@ local function deliver(topic, id, body, key, headers, due, attempt, journal)
     counts.duplicates = counts.duplicates + 1
     return
   end
-  local added = redis.pcall('XADD', topic, '*', 'id', id, 'body', body, 'key', key,
-    'headers', headers, 'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt)
-  if type(added) == 'table' and added.err then
-    -- The topic key holds another type (WRONGTYPE), or cannot take an entry:
-    -- raising would fail the chunk on every retry, for good. Keep the message
-    -- as a reject, and take back its journal entry: it was not delivered.
-    if journal_ttl > 0 then redis.call('HDEL', journal, id) end
-    local reason = 'cannot deliver to topic ' .. topic .. ': ' .. added.err
-    local status_key = ns .. '${REJECTED}' .. string.format('%d',
-      math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
-    add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
-      'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
-      status_key, id, reason)
+  -- The topic entry: the one place its fields are listed.
+  local entry = {'id', id, 'body', body, 'key', key, 'headers', headers,
+    'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt}
+  if ready_key ~= '' then
+    redis.call('XADD', ready_key, '*', 'topic', topic, unpack(entry))
     return
   end
-  counts.delivered = counts.delivered + 1
-  local late = now_ms - tonumber(due)
-  late_sum = late_sum + late
-  local label = '+Inf'
-  for _, bound in ipairs(bounds) do
-    if late <= bound then label = tostring(bound) break end
+  local added = redis.pcall('XADD', topic, '*', unpack(entry))
+  if type(added) == 'table' and added.err then
+    reject_undelivered(topic, id, body, key, headers, due, attempt, added.err)
+    return
   end
-  late_counts[label] = (late_counts[label] or 0) + 1
+  count_delivered(due, now_ms)
 end
 -- A minute's cancel requests are rare: whether its hash exists is asked once
 -- per call, and only an existing one is searched for each id.

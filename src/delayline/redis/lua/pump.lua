@@ -5,7 +5,7 @@
 -- A reschedule's message is dropped and sent again under its new id.
 -- KEYS: outbox, outbox data, stats, lateness, rejects, outbox bell, inbound, namespace.
 -- ARGV: max messages, journal ttl s, horizon ms.
--- Returns {moved, now_ms, next due ms or -1}.
+-- Returns {moved, now_ms, next due ms or -1, entries in the shard's ready stream}.
 
 local journal_ttl = tonumber(ARGV[2])
 local rejects_key = KEYS[5]
@@ -26,4 +26,6 @@ elseif #due_ids > 0 then
 end
 flush_counts(KEYS[3], KEYS[4])
 local next_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {#due_ids, now, next_due[2] or '-1'}
+local ready = 0
+if ready_key ~= '' then ready = redis.call('XLEN', ready_key) end
+return {#due_ids, now, next_due[2] or '-1', ready}

