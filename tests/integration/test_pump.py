@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from delayline import Client
+from delayline.errors import ConfigurationError
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.pump import Pump
@@ -74,3 +75,14 @@ def test_a_nap_shorter_than_redis_counts_still_ends(
         napper.join(2)
     store.close()
     assert not blocked, f"wait_for_bell({timeout_s}) still blocked after 2 s"
+
+
+def test_a_pump_whose_preparation_refuses_stops_and_says_why(redis_url: str) -> None:
+    def refuse() -> None:
+        raise ConfigurationError("laid out for 2 shard(s)")
+
+    refused = Pump(redis_url, journal_ttl_s=3600, prepare=refuse)
+    refused.start()
+    wait_for(lambda: not refused.alive, 10, "the pump to stop")
+    assert isinstance(refused.failure, ConfigurationError)
+    assert "laid out for 2 shard(s)" in str(refused.failure)

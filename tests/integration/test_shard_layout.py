@@ -96,21 +96,27 @@ def test_a_first_sharded_run_refuses_what_unsharded_producers_left_pending(
         store.claim_layout(1)
 
 
+def sink_one_due(store: DeliveryStore, topic: str) -> tuple[keys.ShardKeys, str]:
+    """A sink chunk of one message due now, in its shard of SHARDS; the shard and its id."""
+    message_id = new_message_id(now_ms() - 10)
+    shard = keys.keys_of(message_id, SHARDS)
+    store.write_chunk(
+        query_id="q",
+        partition=0,
+        batch_id=1,
+        first_row=0,
+        rows=[delivered(message_id, topic=topic)],
+        journal_ttl_s=3_600,
+        shard=shard,
+    )
+    return shard, message_id
+
+
 def test_a_sharded_delivery_reaches_its_topic_once_whatever_is_repeated(
     redis_url: str, raw_redis: redis.Redis
 ) -> None:
     with closing(DeliveryStore.from_url(redis_url)) as store:
-        message_id = new_message_id(now_ms() - 10)
-        shard = keys.keys_of(message_id, SHARDS)
-        store.write_chunk(
-            query_id="q",
-            partition=0,
-            batch_id=1,
-            first_row=0,
-            rows=[delivered(message_id, topic="orders")],
-            journal_ttl_s=3_600,
-            shard=shard,
-        )
+        shard, message_id = sink_one_due(store, "orders")
         # Journalled and ready in its shard; not yet in the topic, nor counted.
         assert raw_redis.hexists(shard.journal(deliver_at_ms_of(message_id)), message_id)
         [(_, ready)] = raw_redis.xrange(shard.ready)
@@ -140,17 +146,7 @@ def test_a_topic_that_cannot_take_a_sharded_delivery_keeps_it_as_a_reject(
 ) -> None:
     raw_redis.set("poisoned", "not a stream")
     with closing(DeliveryStore.from_url(redis_url)) as store:
-        message_id = new_message_id(now_ms() - 10)
-        shard = keys.keys_of(message_id, SHARDS)
-        store.write_chunk(
-            query_id="q",
-            partition=0,
-            batch_id=1,
-            first_row=0,
-            rows=[delivered(message_id, topic="poisoned")],
-            journal_ttl_s=3_600,
-            shard=shard,
-        )
+        shard, message_id = sink_one_due(store, "poisoned")
         assert store.flush_ready(shard, 3_600) == 1
         [(_, reject)] = raw_redis.xrange(shard.rejects)
         assert reject[b"id"] == message_id.encode()

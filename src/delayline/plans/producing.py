@@ -27,9 +27,10 @@ class Published:
     horizon_ms: int = HORIZON_MS
 
 
-#: How long a producer goes by the config it read (ms): a drain
-#: (``delayline drain``) that changes the inbound shard count waits this long
-#: before it moves what came to the old shards.
+#: How long a producer goes by the config it read (ms): a scheduler restarted with
+#: another horizon, or the first one to publish its shard count, reaches producers
+#: within it. (A stale horizon is safe; a shard count cannot change while a
+#: message is pending, see ``DeliveryStore.claim_layout``.)
 SHARDS_REFRESH_MS = 10_000
 
 

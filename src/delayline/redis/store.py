@@ -238,8 +238,9 @@ class DeliveryStore(RedisConnection):
             failed = self._call("deliver to a topic", call)
             errors.update(zip(failed[0::2], failed[1::2], strict=True))
         settle: list[Any] = [journal_ttl_s]
-        for entry_id, _ in entries:
-            settle += [entry_id, errors.get(entry_id, b"")]
+        for entry_id, fields in entries:
+            error = errors.get(entry_id, b"")
+            settle += [entry_id, error, fields[b"deliver_at_ms"], fields[b"delivered_at_ms"]]
         self._call(
             "settle delivered messages",
             lambda: self._settle_ready(

@@ -9,6 +9,7 @@
 
 local ttl = tonumber(ARGV[1])
 local failed = {}
+local expiring = {}
 local i = 2
 while i <= #ARGV do
   local ready_id, n = ARGV[i], tonumber(ARGV[i + 1])
@@ -23,7 +24,10 @@ while i <= #ARGV do
   local written = KEYS[2] .. ':' .. string.format('%d',
     math.floor(tonumber(f['deliver_at_ms']) / ${JOURNAL_BUCKET_MS}))
   if redis.call('HSETNX', written, f['id'], 1) == 1 then
-    redis.call('EXPIRE', written, ttl)
+    if not expiring[written] then
+      expiring[written] = true
+      redis.call('EXPIRE', written, ttl)
+    end
     local added = redis.pcall('XADD', KEYS[1], '*', unpack(fields))
     if type(added) == 'table' and added.err then
       redis.call('HDEL', written, f['id'])

@@ -3,22 +3,24 @@
 -- delivered, keep one its topic could not take as a reject, and take both off
 -- the ready stream. An entry settled already (by another flusher) is skipped.
 -- KEYS: ready stream, stats, lateness, rejects, namespace.
--- ARGV: journal ttl s, then per entry: its ready entry id, and '' or the error
--- that kept it out of its topic.
+-- ARGV: journal ttl s, then per entry: its ready entry id, '' or the error that
+-- kept it out of its topic, and its deliver_at_ms and delivered_at_ms (the
+-- flusher read them; only a reject's other fields are read here again).
 -- Returns how many it settled.
 
 local journal_ttl = tonumber(ARGV[1])
 local rejects_key, ns = KEYS[4], KEYS[5]
 --! include delivery.lua
 local settled = 0
-for i = 2, #ARGV, 2 do
-  local found = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])
-  if #found == 1 and redis.call('XDEL', KEYS[1], ARGV[i]) == 1 then
-    local fields, f = found[1][2], {}
-    for j = 1, #fields, 2 do f[fields[j]] = fields[j + 1] end
+for i = 2, #ARGV, 4 do
+  local found = {}
+  if ARGV[i + 1] ~= '' then found = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) end
+  if redis.call('XDEL', KEYS[1], ARGV[i]) == 1 then
     if ARGV[i + 1] == '' then
-      count_delivered(f['deliver_at_ms'], tonumber(f['delivered_at_ms']))
+      count_delivered(ARGV[i + 2], tonumber(ARGV[i + 3]))
     else
+      local fields, f = found[1][2], {}
+      for j = 1, #fields, 2 do f[fields[j]] = fields[j + 1] end
       reject_undelivered(f['topic'], f['id'], f['body'], f['key'], f['headers'],
         f['deliver_at_ms'], f['attempt'], ARGV[i + 1])
     end
