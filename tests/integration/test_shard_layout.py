@@ -86,6 +86,18 @@ def test_a_changed_shard_count_is_refused_while_a_message_is_pending(
         assert raw_redis.hget(keys.CONFIG, "layout_shards") == b"3"
 
 
+def test_a_smaller_shard_count_is_refused_while_a_record_waits_in_a_stream_it_drops(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    with closing(DeliveryStore.from_url(redis_url)) as store:
+        store.claim_layout(3)
+        raw_redis.xadd(keys.inbound_shard(2), {"v": "1"})  # sent, not yet read
+        with pytest.raises(ConfigurationError, match="1 message"):
+            store.claim_layout(2)
+        raw_redis.delete(keys.inbound_shard(2))
+        store.claim_layout(2)
+
+
 def test_a_first_sharded_run_refuses_what_unsharded_producers_left_pending(
     redis_url: str,
 ) -> None:

@@ -263,16 +263,19 @@ class DeliveryStore(RedisConnection):
         """Record that the delivery keys are laid out for ``shards`` Redis shards.
 
         Raises ConfigurationError if they were laid out for another count and a
-        message is still pending there: its outbox entry, status records and cancel
-        requests would be in the old shards, which nothing would read. Messages
-        written before any count was recorded are taken as unsharded.
+        message is still pending there (its outbox entry, status records and cancel
+        requests would be in the old shards, which nothing would read), or a record
+        waits in an inbound stream that ``shards`` does not read. Messages written
+        before any count was recorded are taken as unsharded.
         """
         recorded = self._call(
             "read the shard layout", lambda: self._redis.hget(keys.CONFIG, "layout_shards")
         )
         old = 1 if recorded is None else int(recorded)
         if old != shards:
-            pending = self._pending(keys.read_layout(old))
+            unread = {shard.inbound for shard in keys.layout(old)}
+            unread -= set(keys.inbound_streams(shards))
+            pending = self._pending(keys.read_layout(old), sorted(unread))
             if pending > 0:
                 raise ConfigurationError(
                     f"this Redis holds delivery keys laid out for {old} shard(s) "
@@ -286,21 +289,25 @@ class DeliveryStore(RedisConnection):
             lambda: self._redis.hset(keys.CONFIG, "layout_shards", shards),
         )
 
-    def _pending(self, layout: Sequence[keys.ShardKeys]) -> int:
+    def _pending(self, layout: Sequence[keys.ShardKeys], streams: Sequence[str]) -> int:
         """Messages accepted in ``layout``'s shards and not settled, or waiting in their
-        outboxes."""
+        outboxes, and records waiting in ``streams``."""
 
         def read() -> list[Any]:
             pipe = self._redis.pipeline(transaction=False)
             for shard in layout:
                 pipe.hgetall(shard.stats)
                 pipe.zcard(shard.outbox)
+            for stream in streams:
+                pipe.xlen(stream)
             return list(pipe.execute())
 
         replies = self._call("count pending messages", read)
-        stats = summed(replies[0::2])
+        n = 2 * len(layout)
+        stats = summed(replies[0:n:2])
         counted = Metrics(stats, {}, {}, {}, read_at_ms=0).pending
-        return max(counted, sum(int(size) for size in replies[1::2]))
+        waiting = sum(int(size) for size in replies[1:n:2])
+        return max(counted, waiting) + sum(int(length) for length in replies[n:])
 
     def publish_config(self, horizon_ms: int, inbound_shards: int) -> None:
         """Tell producers the scheduler's horizon (sends due within it go to the outbox)

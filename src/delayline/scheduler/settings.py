@@ -133,7 +133,8 @@ class SchedulerSettings:
     source_partitions: int = option(2, "Partitions an inbound batch is read in.")
     inbound_shards: int = option(
         1,
-        "Inbound streams producers spread their sends over, each a source partition. Pinned.",
+        "Redis shards: each message's inbound stream (a source partition), outbox, pump and "
+        "status records, by a hash of its id. Pinned; changes only with no message pending.",
     )
     cancel_retention_ms: int = option(
         3_600_000, "How long a cancel is kept after its slot is due, for a late message, ms."
