@@ -145,11 +145,8 @@ def cancel_many(
 ) -> Plan[int]:
     """Cancel messages of ``topic`` (as a listing found them), in one transaction; the plan
     returns how many were still pending. The forecast takes them out of their topic too."""
-    split: dict[keys.ShardKeys, list[str]] = {}
-    for message_id in message_ids:
-        split.setdefault(keys.keys_of(message_id, shards), []).append(message_id)
     commands: list[Command] = [("SCRIPT", "LOAD", scripts.CANCEL)]
-    for shard, shard_ids in split.items():
+    for shard, shard_ids in keys.by_shard(message_ids, shards, lambda each: each).items():
         commands += [xadd(shard.inbound, Cancel(each, now_ms).to_record()) for each in shard_ids]
         for first in range(0, len(shard_ids), CANCELS_PER_CALL):
             chunk = shard_ids[first : first + CANCELS_PER_CALL]
@@ -252,23 +249,23 @@ def schedule(messages: list[Message], published: Published = Published()) -> lis
     while Spark restarts) to reach the outbox; a message due sooner would be late.
     """
     commands: list[Command] = []
-    near: dict[keys.ShardKeys, list[Mapping[bytes, bytes]]] = {}
+    near: list[Message] = []
     for message in messages:
         if message.deliver_at_ms - message.sent_at_ms > published.horizon_ms:
             stream = keys.inbound_for(message.id, published.shards)
             commands.append(xadd(stream, message.to_record()))
         else:
-            shard = keys.keys_of(message.id, published.shards)
-            near.setdefault(shard, []).append(message.to_record())
+            near.append(message)
     if near:
         commands.append(("SCRIPT", "LOAD", scripts.SEND_NEAR))
-    for shard, records in near.items():
+    for shard, group in keys.by_shard(near, published.shards, lambda m: m.id).items():
+        records = [message.to_record() for message in group]
         commands += [_send_near(call, shard, published.horizon_ms) for call in near_calls(records)]
     return commands
 
 
 def near_calls(
-    records: list[Mapping[bytes, bytes]],
+    records: Sequence[Mapping[bytes, bytes]],
 ) -> Iterator[Sequence[Mapping[bytes, bytes]]]:
     """``records`` cut into the groups of one near-path call each, in order."""
     return chunks(

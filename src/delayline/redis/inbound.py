@@ -102,10 +102,7 @@ class InboundStream(RedisConnection):
         counts it. A request already recorded keeps its time, so a replayed batch
         changes nothing.
         """
-        split: dict[keys.ShardKeys, list[tuple[str, int, str]]] = {}
-        for cancel in cancels:
-            split.setdefault(keys.keys_of(cancel[0], shards), []).append(cancel)
-        for shard, shard_cancels in split.items():
+        for shard, shard_cancels in keys.by_shard(cancels, shards, lambda c: c[0]).items():
             args = scripts.cancel_args(now_ms(), retention_ms, shard_cancels)
             self._call(
                 "record cancel requests",

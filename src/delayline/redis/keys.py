@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from delayline import ids
+
+T = TypeVar("T")
 
 #: Producers append send and cancel records here; the scheduler trims what it has committed.
 #: With inbound shards (``--inbound-shards N``, N > 1) it is still read: the default
@@ -208,6 +212,20 @@ def keys_of(message_id: str, shards: int) -> ShardKeys:
     if shards <= 1:
         return UNSHARDED
     return shard_keys(ids.shard_of(message_id, shards))
+
+
+def by_shard(
+    items: Iterable[T], shards: int, message_id: Callable[[T], str | None]
+) -> dict[ShardKeys, list[T]]:
+    """``items`` grouped by the shard of their ``message_id`` (:func:`keys_of`), each
+    group in the items' order; an item without an id goes to the first shard."""
+    first = layout(shards)[0]
+    groups: dict[ShardKeys, list[T]] = {}
+    for item in items:
+        found = message_id(item)
+        shard = first if found is None else keys_of(found, shards)
+        groups.setdefault(shard, []).append(item)
+    return groups
 
 
 # The unsharded layout's names, by which most of the code and the tests know them.

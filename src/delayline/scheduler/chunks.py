@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from delayline import ids
 from delayline.chunking import chunk_end
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
@@ -66,15 +65,9 @@ def write_in_chunks(
     return results
 
 
-def by_shard(rows: Sequence[SinkRow], shards: int) -> dict[int, list[SinkRow]]:
-    """``rows`` split by the Redis shard of their message (:func:`keys.keys_of`), each
-    shard's in their order; a reject without a well-formed id goes to shard 0."""
-    split: dict[int, list[SinkRow]] = {}
-    for row in rows:
-        message_id = row.id if isinstance(row, OutgoingMessage) else row.message_id
-        shard = 0 if shards <= 1 or message_id is None else ids.shard_of(message_id, shards)
-        split.setdefault(shard, []).append(row)
-    return split
+def message_id_of(row: SinkRow) -> str | None:
+    """The id of the message a sink row is about; None for a reject without one."""
+    return row.id if isinstance(row, OutgoingMessage) else row.message_id
 
 
 def write_once(
@@ -92,10 +85,9 @@ def write_once(
 
     Every attempt of a task must pass the same rows in the same order.
     """
-    layout = keys.layout(shards)
     results: list[ChunkResult] = []
-    for shard, shard_rows in sorted(by_shard(rows, shards).items()):
-        shard_keys = layout[shard]
+    # A reject without a well-formed id goes to the first shard.
+    for shard_keys, shard_rows in keys.by_shard(rows, shards, message_id_of).items():
 
         def write_chunk(
             first: int, chunk: Sequence[SinkRow], shard_keys: keys.ShardKeys = shard_keys
