@@ -245,6 +245,10 @@ def drain(redis_url: str | None, redis_port: int, data_dir: Path, checkpoint: st
         settings, embedded_port=None if redis_url else redis_port, echo=click.echo
     )
     click.echo(f"drained   {report.messages} pending messages onto the inbound stream")
+    if report.left_in_outboxes:
+        click.echo(
+            f"outboxes  {report.left_in_outboxes} entries not yet due; the next run delivers them"
+        )
     click.echo(f"old state {report.drained_checkpoint} (delete it once the new run is up)")
     click.echo("next      delayline run, with the new settings")
 

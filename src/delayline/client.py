@@ -112,7 +112,7 @@ class ClientBase:
                 message_id,
                 now_ms=timing.now_ms(),
                 retention_ms=self.status_retention_ms,
-                shards=published.shards,
+                published=published,
             )
         )
 
@@ -168,23 +168,25 @@ class ClientBase:
     def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
         return self._with_published(
             lambda published: producing.status(
-                message_id, now_ms=timing.now_ms(), shards=published.shards
+                message_id, now_ms=timing.now_ms(), published=published
             )
         )
 
     def _rejects_plan(self, count: int) -> Plan[list[observing.StreamEntry]]:
         return self._with_published(
-            lambda published: observing.rejects(count, shards=published.shards)
+            lambda published: observing.rejects(count, shards=published.read_shards)
         )
 
     def _outbox_plan(self, request: ListRequest) -> Plan[list[PendingMessage]]:
         return self._with_published(
-            lambda published: observing.outbox_listing(request, shards=published.shards)
+            lambda published: observing.outbox_listing(request, shards=published.read_shards)
         )
 
     def _metrics_plan(self) -> Plan[observing.Metrics]:
         return self._with_published(
-            lambda published: observing.metrics(now_ms=timing.now_ms(), shards=published.shards)
+            lambda published: observing.metrics(
+                now_ms=timing.now_ms(), shards=published.read_shards
+            )
         )
 
     def _pending_plan(
@@ -206,7 +208,7 @@ class ClientBase:
                 to_ms=to_ms,
                 hot_over=hot_over,
                 now_ms=timing.now_ms(),
-                shards=published.shards,
+                shards=published.read_shards,
             )
         )
 

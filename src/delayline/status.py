@@ -103,9 +103,10 @@ def infer_status(
         reason = rejected.decode("utf-8", "replace")
         return MessageStatus(message_id, "rejected", deliver_at_ms, reason=reason)
     if cancel_requested is not None:
-        # "<ms>" for a cancel, "<ms>:<new id>:<new due ms>" for a reschedule.
+        # "<ms>" for a cancel, "<ms>:<new id>:<new due ms>" for a reschedule (and ":i"
+        # after it once a change of the shard count copied it, see redis/layout.py).
         parts = cancel_requested.split(b":")
-        if len(parts) == 3:
+        if len(parts) >= 3:
             new_id = parts[1].decode()
             return MessageStatus(message_id, "rescheduled", deliver_at_ms, rescheduled_to=new_id)
         return MessageStatus(message_id, "cancelled", deliver_at_ms)

@@ -294,7 +294,10 @@ def kill_at(
 
 def shard_layout(raw: redis.Redis) -> list[keys.ShardKeys]:
     """The shards a reader adds up, for the shard count the scheduler published."""
-    return keys.read_layout(int(raw.hget(keys.CONFIG, "inbound_shards") or 1))
+    shards = int(raw.hget(keys.CONFIG, "inbound_shards") or 1)
+    return keys.read_layout(
+        max(keys.shard_history(raw.hget(keys.CONFIG, keys.SHARD_HISTORY), shards))
+    )
 
 
 def stats_of(raw: redis.Redis) -> dict[str, int]:

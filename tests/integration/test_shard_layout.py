@@ -1,21 +1,25 @@
 """Redis shards (``--inbound-shards N``): every message's outbox entry, status records
 and cancel requests live in its shard's keys, which the SDK, the pumps and the
-readers all find by the message's id; a changed shard count is refused while a
-message is pending in the old layout."""
+readers all find by the message's id; a change of the count leaves nothing where
+the new one cannot find it (redis/layout.py)."""
 
 from __future__ import annotations
 
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
 from delayline import Client
-from delayline.errors import ConfigurationError
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.redis import keys, scripts
+from delayline.redis.inbound import InboundStream
+from delayline.redis.layout import ShardLayout
 from delayline.redis.store import DeliveryStore
+from delayline.rows import Deliver
+from delayline.scheduler.runner import Scheduler
+from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from tests.sinking import delivered
 from tests.support import wait_for
@@ -71,41 +75,111 @@ def test_each_message_stays_in_its_shard_from_send_to_delivery(
         assert client.pending(by="minute").total == 0
 
 
-def test_a_changed_shard_count_is_refused_while_a_message_is_pending(
+def id_moved_by(change: tuple[int, int], due_ms: int) -> str:
+    """A new id, due at ``due_ms``, whose shard differs between the two counts."""
+    old, new = change
+    while True:
+        message_id = new_message_id(due_ms)
+        if keys.keys_of(message_id, old) != keys.keys_of(message_id, new):
+            return message_id
+
+
+def sink_rows(store: DeliveryStore, rows: list[Deliver], shards: int, batch_id: int) -> None:
+    """Write ``rows`` as a sink partition of ``shards`` does: each in its shard."""
+    for shard, mine in keys.by_shard(rows, shards, lambda row: row.id).items():
+        store.write_chunk(
+            query_id="q", partition=0, batch_id=batch_id, first_row=0, rows=mine,
+            journal_ttl_s=3_600, shard=shard,
+        )  # fmt: skip
+
+
+def test_a_changed_shard_count_finds_every_cancel_and_status_of_the_old_one(
     redis_url: str, raw_redis: redis.Redis
 ) -> None:
-    with closing(DeliveryStore.from_url(redis_url)) as store, Client(redis_url) as client:
-        store.claim_layout(SHARDS)
-        store.publish_config(60_000, SHARDS)
-        client.send("t", b"x", delay=1_000)
-        with pytest.raises(ConfigurationError, match="--inbound-shards 2"):
-            store.claim_layout(3)
-        store.claim_layout(SHARDS)  # the same count is always taken
-        wait_for(lambda: pump_all(store) == 1, 10, "the pump to deliver", interval_s=0.01)
-        store.claim_layout(3)  # nothing pending: the count may change
-        assert raw_redis.hget(keys.CONFIG, "layout_shards") == b"3"
+    old, new = SHARDS, 3
+    due_ms = now_ms() + 300
+    # Pending in the state at the change (the drain hands them over): one cancelled,
+    # one rescheduled to a copy in another shard under the new count; and one
+    # delivered under the old count.
+    cancelled, rescheduled = (id_moved_by((old, new), due_ms) for _ in range(2))
+    settled = id_moved_by((old, new), now_ms() - 5)
+    while True:
+        copy = new_message_id(due_ms + 200)
+        if keys.keys_of(copy, new) != keys.keys_of(rescheduled, new):
+            break
+    with (
+        closing(ShardLayout.from_url(redis_url)) as layout,
+        closing(DeliveryStore.from_url(redis_url)) as store,
+        closing(InboundStream.from_url(redis_url)) as inbound,
+        Client(redis_url) as client,
+    ):
+        assert layout.claim(old) == (1, old)
+        requests = [(cancelled, due_ms, ""), (rescheduled, due_ms, copy)]
+        inbound.record_cancel_requests(requests, retention_ms=60_000, shards=old)
+        sink_rows(store, [delivered(settled)], old, batch_id=1)
+
+        assert layout.claim(new) == (1, old, new)
+        store.publish_config(60_000, new)
+        assert raw_redis.hget(keys.CONFIG, keys.SHARD_HISTORY) == b"1,2,3"
+        for message_id in (cancelled, rescheduled):
+            moved_to = keys.keys_of(message_id, new).cancel_requests(due_ms)
+            assert raw_redis.hexists(moved_to, message_id)
+            assert raw_redis.pttl(moved_to) > 0
+        # The status of every one, found under the count it was written with.
+        assert client.status(cancelled).state == "cancelled"
+        assert client.status(rescheduled).rescheduled_to == copy
+        assert client.status(settled).state == "delivered"
+
+        # The new scheduler delivers the handed-over ones in their new shards.
+        wait_for(lambda: now_ms() > due_ms, 5, "the messages to be due", interval_s=0.01)
+        sink_rows(store, [delivered(cancelled), delivered(rescheduled)], new, batch_id=2)
+        for shard in keys.layout(new):
+            store.flush_ready(shard, 3_600)
+        assert [entry[b"id"] for _, entry in raw_redis.xrange("t")] == [settled.encode()]
+        # The copy is of another shard now: it goes through the inbound stream, which
+        # routes it, and not into the dropping shard's outbox.
+        home = keys.keys_of(rescheduled, new)
+        [(_, record)] = raw_redis.xrange(home.inbound)
+        assert (record[b"op"], record[b"id"]) == (b"send", copy.encode())
+        assert raw_redis.zcard(home.outbox) == 0
+        metrics = client.metrics()  # every shard of every count, added up
+        assert (metrics.stats["delivered"], metrics.stats["dropped"]) == (1, 2)
 
 
-def test_a_smaller_shard_count_is_refused_while_a_record_waits_in_a_stream_it_drops(
+def test_a_smaller_shard_count_moves_what_waits_in_a_stream_it_no_longer_reads(
     redis_url: str, raw_redis: redis.Redis
 ) -> None:
-    with closing(DeliveryStore.from_url(redis_url)) as store:
-        store.claim_layout(3)
-        raw_redis.xadd(keys.inbound_shard(2), {"v": "1"})  # sent, not yet read
-        with pytest.raises(ConfigurationError, match="1 message"):
-            store.claim_layout(2)
-        raw_redis.delete(keys.inbound_shard(2))
-        store.claim_layout(2)
+    with closing(ShardLayout.from_url(redis_url)) as layout:
+        layout.claim(3)
+        raw_redis.xadd(keys.INBOUND, {"n": "0"})
+        for n in (1, 2):  # sent, not yet read
+            raw_redis.xadd(keys.inbound_shard(2), {"n": str(n)})
+        assert layout.claim(2) == (1, 3, 2)
+        assert [f[b"n"] for _, f in raw_redis.xrange(keys.INBOUND)] == [b"0", b"1", b"2"]
+        assert raw_redis.xlen(keys.inbound_shard(2)) == 0
+        # A producer that goes by the old count a while longer: the next start moves it.
+        raw_redis.xadd(keys.inbound_shard(2), {"n": "3"})
+        assert layout.claim(2) == (1, 3, 2)
+        assert raw_redis.xlen(keys.INBOUND) == 4
 
 
-def test_a_first_sharded_run_refuses_what_unsharded_producers_left_pending(
-    redis_url: str,
+def test_a_scheduler_pumps_the_outbox_of_every_shard_count_used(
+    redis_url: str, raw_redis: redis.Redis, tmp_path: Path
 ) -> None:
-    with closing(DeliveryStore.from_url(redis_url)) as store, Client(redis_url) as client:
-        client.send("t", b"x", delay=1_000)  # no scheduler has published: unsharded
-        with pytest.raises(ConfigurationError, match="laid out for 1 shard"):
-            store.claim_layout(SHARDS)
-        store.claim_layout(1)
+    with Client(redis_url) as client:
+        left = client.send("t", b"x", delay=300)  # no scheduler has published: unsharded
+    assert raw_redis.zcard(keys.OUTBOX) == 1
+    settings = SchedulerSettings(redis_url=redis_url, inbound_shards=SHARDS, data_dir=tmp_path)
+    scheduler = Scheduler(settings)
+    try:
+        scheduler.start_pumps()
+        wait_for(lambda: raw_redis.xlen("t") == 1, 10, "the unsharded outbox to be pumped")
+    finally:
+        scheduler.stop()
+    [(_, entry)] = raw_redis.xrange("t")
+    assert entry[b"id"] == left.encode()
+    assert int(entry[b"delivered_at_ms"]) >= deliver_at_ms_of(left)
+    assert raw_redis.hget(keys.CONFIG, keys.SHARD_HISTORY) == b"1,2"
 
 
 def sink_one_due(store: DeliveryStore, topic: str) -> tuple[keys.ShardKeys, str]:

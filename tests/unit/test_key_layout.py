@@ -90,3 +90,10 @@ def test_a_sharded_deliverys_steps_each_keep_to_one_slot() -> None:
         shard = keys.shard_keys(n)
         settle = [shard.ready, shard.stats, shard.lateness, shard.rejects, shard.namespace]
         assert {slot(key) for key in settle} == {slot(shard.namespace)}
+
+
+def test_the_shard_history_keeps_each_count_once_the_current_last() -> None:
+    assert keys.shard_history(None, 2) == (2,)
+    assert keys.shard_history(b"1,4,2", 4) == (1, 2, 4)
+    assert keys.shard_history("1,4", 4) == (1, 4)
+    assert keys.shard_history(keys.shard_history_text((1, 3, 2)), 2) == (1, 3, 2)

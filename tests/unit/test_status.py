@@ -27,6 +27,10 @@ def test_records_decide_in_order() -> None:
     assert infer(journal=b"cancelled") == "cancelled"
     assert infer(rejected=b"bad topic") == "rejected"
     assert infer(cancel_requested=b"1799999999000") == "cancelled"
+    rescheduled = f"1799999999000:{new_message_id(DUE_MS + 5)}:{DUE_MS + 5}".encode()
+    assert infer(cancel_requested=rescheduled) == "rescheduled"
+    # As a change of the shard count copies it (redis/layout.py).
+    assert infer(cancel_requested=rescheduled + b":i") == "rescheduled"
     # A cancel that lost the race to the delivery: the delivery is the truth.
     assert infer(journal=b"1800000000042", cancel_requested=b"1") == "delivered"
 

@@ -328,11 +328,11 @@ def listing_rows(listing_id: str) -> Plan[list[PendingMessage]]:
 
 def outbox_listing(request: ListRequest, *, shards: int = 1) -> Plan[list[PendingMessage]]:
     """What waits in the outboxes that ``request`` asks for (the first ``limit`` by due
-    time of each shard's), OUTBOX_SCAN entries a round trip."""
+    time of each shard's, :func:`keys.read_layout`), OUTBOX_SCAN entries a round trip."""
     found: list[PendingMessage] = []
     low = "-inf" if request.from_ms is None else request.from_ms
     high = "+inf" if request.to_ms is None else f"({request.to_ms}"
-    layout = keys.layout(shards)
+    layout = keys.read_layout(shards)
 
     def call(index: int, rank: int) -> Plan[list[PendingMessage]]:
         shard, wanted = layout[index], request.limit * (index + 1) - len(found)

@@ -21,16 +21,23 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Published:
     """What the running scheduler tells producers (``delayline:config``): its Redis shard
-    count and its horizon (ms). The defaults stand in until a scheduler has published."""
+    count, its horizon (ms), and every shard count used, the current one last (see
+    redis/layout.py). The defaults stand in until a scheduler has published."""
 
     shards: int = 1
     horizon_ms: int = HORIZON_MS
+    history: tuple[int, ...] = (1,)
+
+    @property
+    def read_shards(self) -> int:
+        """The count whose layout (:func:`keys.read_layout`) holds every shard used."""
+        return max(self.history)
 
 
 #: How long a producer goes by the config it read (ms): a scheduler restarted with
 #: another horizon, or the first one to publish its shard count, reaches producers
-#: within it. (A stale horizon is safe; a shard count cannot change while a
-#: message is pending, see ``DeliveryStore.claim_layout``.)
+#: within it. (A stale horizon is safe; a stale shard count is too, as far as
+#: redis/layout.py goes: see docs/scaling.md on changing it.)
 SHARDS_REFRESH_MS = 10_000
 
 
@@ -46,17 +53,19 @@ def with_published(
         return build(known)
 
     def then(replies: list[Any]) -> Plan[T]:
-        shards, horizon_ms = replies[0]
+        shards, horizon_ms, history = replies[0]
         if shards is None and horizon_ms is None:
             return build(Published())
+        count = 1 if shards is None else int(shards)
         published = Published(
-            1 if shards is None else int(shards),
+            count,
             HORIZON_MS if horizon_ms is None else int(horizon_ms),
+            keys.shard_history(history, count),
         )
         learn(published)
         return build(published)
 
-    command = ("HMGET", keys.CONFIG, "inbound_shards", "horizon_ms")
+    command = ("HMGET", keys.CONFIG, "inbound_shards", "horizon_ms", keys.SHARD_HISTORY)
     # An error names what the caller asked for: "cannot send messages", not the read.
     return Plan([command], then, build(Published()).action)
 
@@ -70,23 +79,31 @@ def send(messages: list[Message], published: Published = Published()) -> Plan[li
     )
 
 
-def status(message_id: str, *, now_ms: int, shards: int = 1) -> Plan[MessageStatus]:
-    """Read every record that tells what became of ``message_id``, in its shard of
-    ``shards``.
+def status(
+    message_id: str, *, now_ms: int, published: Published = Published()
+) -> Plan[MessageStatus]:
+    """Read every record that tells what became of ``message_id``: in its shard under the
+    current shard count, and under each older one (each record's first found).
 
     Raises InvalidMessageIdError for a malformed id.
     """
     due_ms = ids.deliver_at_ms_of(message_id)
-    shard = keys.keys_of(message_id, shards)
-    commands: list[Command] = [
-        ("HGET", shard.journal(due_ms), message_id),
-        ("HGET", shard.rejected(due_ms), message_id),
-        ("HGET", shard.cancel_requests(due_ms), message_id),
-        ("HMGET", keys.HEARTBEAT, "last_batch_at_ms", "settled_at_ms"),
-    ]
+    counts = (published.shards, *reversed(published.history))
+    shards = list(dict.fromkeys(keys.keys_of(message_id, count) for count in counts))
+    commands: list[Command] = [("HMGET", keys.HEARTBEAT, "last_batch_at_ms", "settled_at_ms")]
+    for shard in shards:
+        commands += [
+            ("HGET", shard.journal(due_ms), message_id),
+            ("HGET", shard.rejected(due_ms), message_id),
+            ("HGET", shard.cancel_requests(due_ms), message_id),
+        ]
 
     def parse(replies: list[Any]) -> MessageStatus:
-        journal, rejected, cancel_requested, beats = replies
+        beats = replies[0]
+        journal, rejected, cancel_requested = (
+            next((found for found in replies[first::3] if found is not None), None)
+            for first in (1, 2, 3)
+        )
         # An idle scheduler runs no batch; its source records when it found nothing due.
         seen = [int(beat) for beat in beats if beat is not None]
         return infer_status(
@@ -101,16 +118,17 @@ def status(message_id: str, *, now_ms: int, shards: int = 1) -> Plan[MessageStat
     return Plan(commands, parse, "read a message's status")
 
 
-def cancel(message_id: str, *, now_ms: int, retention_ms: int, shards: int = 1) -> Plan[bool]:
+def cancel(
+    message_id: str, *, now_ms: int, retention_ms: int, published: Published = Published()
+) -> Plan[bool]:
     """Cancel ``message_id`` unless it was already delivered, rejected, or is unknown.
 
     Writes the cancel record and a cancel request (for ``status``, kept
     ``retention_ms`` past the message's due minute) in one transaction, in the
-    message's shard of ``shards``; the request takes the message out of the
-    forecast at once.
+    message's shard; the request takes the message out of the forecast at once.
     """
-    shard = keys.keys_of(message_id, shards)
-    read = status(message_id, now_ms=now_ms, shards=shards)
+    shard = keys.keys_of(message_id, published.shards)
+    read = status(message_id, now_ms=now_ms, published=published)
 
     def decide(replies: list[Any]) -> bool | Plan[bool]:
         current = read.parse(replies)
@@ -180,7 +198,7 @@ def reschedule(
     while keys.keys_of(new_id, published.shards) != shard:
         new_id = ids.new_message_id(deliver_at_ms)
     record = Cancel(message_id, now_ms, rescheduled_to=new_id).to_record()
-    read = status(message_id, now_ms=now_ms, shards=published.shards)
+    read = status(message_id, now_ms=now_ms, published=published)
 
     def decide(replies: list[Any]) -> Plan[str]:
         current = read.parse(replies)

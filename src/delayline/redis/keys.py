@@ -17,8 +17,13 @@ INBOUND = "delayline:inbound"
 #: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms,
 #: updated_at_ms, and settled_at_ms (when the source last found nothing to do).
 HEARTBEAT = "delayline:heartbeat"
-#: What the running scheduler tells producers (hash): ``horizon_ms``, ``inbound_shards``.
+#: What the running scheduler tells producers (hash): ``horizon_ms``, ``inbound_shards``,
+#: ``layout_shards`` (the shard count the delivery keys are laid out for) and
+#: SHARD_HISTORY (every count they have been laid out for).
 CONFIG = "delayline:config"
+#: The field of CONFIG that lists every Redis shard count the delivery keys have been
+#: laid out for, the current one last ("1,4,2"; see :func:`shard_history`).
+SHARD_HISTORY = "shard_history"
 #: When the scheduler's state has a timer due (sorted set of epoch ms, scored alike):
 #: the source runs a batch only for new input or a due timer, never idle.
 WAKEUPS = "delayline:wakeups"
@@ -197,6 +202,18 @@ def read_layout(shards: int) -> list[ShardKeys]:
     if shards <= 1:
         return [UNSHARDED]
     return [UNSHARDED, *layout(shards)]
+
+
+def shard_history(recorded: bytes | str | None, current: int) -> tuple[int, ...]:
+    """The shard counts of a SHARD_HISTORY field, ``current`` last and once."""
+    text = recorded.decode() if isinstance(recorded, bytes) else recorded
+    counts = [int(part) for part in text.split(",")] if text else []
+    return (*(count for count in counts if count != current), current)
+
+
+def shard_history_text(history: Iterable[int]) -> str:
+    """The SHARD_HISTORY field that :func:`shard_history` reads back."""
+    return ",".join(str(count) for count in history)
 
 
 def topic_written(topic: str) -> str:

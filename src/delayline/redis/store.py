@@ -16,9 +16,7 @@ from typing import Any, cast
 import redis
 
 from delayline import ids
-from delayline.errors import ConfigurationError
 from delayline.metrics import SUM_FIELD, bucket_label
-from delayline.plans.observing import Metrics, summed
 from delayline.redis import keys, scripts
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
 from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, SinkRow
@@ -259,55 +257,17 @@ class DeliveryStore(RedisConnection):
         timeout_s = max(timeout_s, MIN_BLOCK_S)
         self._call("wait for the outbox", lambda: self._redis.blpop([shard.outbox_bell], timeout_s))
 
-    def claim_layout(self, shards: int) -> None:
-        """Record that the delivery keys are laid out for ``shards`` Redis shards.
-
-        Raises ConfigurationError if they were laid out for another count and a
-        message is still pending there (its outbox entry, status records and cancel
-        requests would be in the old shards, which nothing would read), or a record
-        waits in an inbound stream that ``shards`` does not read. Messages written
-        before any count was recorded are taken as unsharded.
-        """
-        recorded = self._call(
-            "read the shard layout", lambda: self._redis.hget(keys.CONFIG, "layout_shards")
-        )
-        old = 1 if recorded is None else int(recorded)
-        if old != shards:
-            unread = {shard.inbound for shard in keys.layout(old)}
-            unread -= set(keys.inbound_streams(shards))
-            pending = self._pending(keys.read_layout(old), sorted(unread))
-            if pending > 0:
-                raise ConfigurationError(
-                    f"this Redis holds delivery keys laid out for {old} shard(s) "
-                    f"(--inbound-shards), and {pending} message(s) are pending in them; "
-                    f"changing the count to {shards} would strand them. Start with "
-                    f"--inbound-shards {old}: a change of the shard count needs no message "
-                    "pending (docs/scaling.md)."
-                )
-        self._call(
-            "record the shard layout",
-            lambda: self._redis.hset(keys.CONFIG, "layout_shards", shards),
-        )
-
-    def _pending(self, layout: Sequence[keys.ShardKeys], streams: Sequence[str]) -> int:
-        """Messages accepted in ``layout``'s shards and not settled, or waiting in their
-        outboxes, and records waiting in ``streams``."""
+    def waiting(self, layout: Sequence[keys.ShardKeys]) -> int:
+        """How many entries wait in ``layout``'s outboxes and ready streams."""
 
         def read() -> list[Any]:
             pipe = self._redis.pipeline(transaction=False)
             for shard in layout:
-                pipe.hgetall(shard.stats)
                 pipe.zcard(shard.outbox)
-            for stream in streams:
-                pipe.xlen(stream)
+                pipe.xlen(shard.ready)
             return list(pipe.execute())
 
-        replies = self._call("count pending messages", read)
-        n = 2 * len(layout)
-        stats = summed(replies[0:n:2])
-        counted = Metrics(stats, {}, {}, {}, read_at_ms=0).pending
-        waiting = sum(int(size) for size in replies[1:n:2])
-        return max(counted, waiting) + sum(int(length) for length in replies[n:])
+        return sum(int(size) for size in self._call("count waiting entries", read))
 
     def publish_config(self, horizon_ms: int, inbound_shards: int) -> None:
         """Tell producers the scheduler's horizon (sends due within it go to the outbox)

@@ -21,18 +21,20 @@ run`` starts a new one, with any settings, that reads those messages back.
   marks its status and, for a reschedule, sends its copy.
 - **The inbound streams.** What the old checkpoint committed is trimmed away;
   what it did not read stays for the new one.
-- **Redis shards.** The shard count (``--inbound-shards``) lays out the
-  delivery keys in Redis, not only the state: the outboxes, status records and
-  cancel requests of pending messages live in their shards. A drain keeps it,
-  and producers go on writing to those shards; ``delayline run`` refuses
-  another count while a message is pending in the old layout.
+- **The outboxes.** What waits there is due within the horizon. While it
+  works, the drain pumps every shard's outbox, as the scheduler does, and
+  before it ends it waits (up to twice the horizon) until they are empty: their
+  messages go out on time, and a new shard count (``--inbound-shards``) starts
+  with no message in an outbox of the old one (see redis/layout.py).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -48,9 +50,12 @@ from delayline.errors import ConfigurationError, SchedulerError
 from delayline.model import Message
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
+from delayline.redis.layout import ShardLayout
+from delayline.redis.store import DeliveryStore
 from delayline.scheduler import packs
 from delayline.scheduler.checkpoint_files import CheckpointFiles
 from delayline.scheduler.listing import NO_BATCH_YET
+from delayline.scheduler.pump import Pump
 from delayline.scheduler.records import CASCADE_FIELD
 from delayline.scheduler.settings import (
     PINNED_FILE,
@@ -80,6 +85,9 @@ class DrainReport:
     messages: int
     #: Where the old checkpoint (and its pinned settings) now is.
     drained_checkpoint: str
+    #: Entries still in the outboxes when the drain stopped waiting for them; the
+    #: next run's pumps deliver them.
+    left_in_outboxes: int = 0
 
 
 def as_inbound_record(record: packs.Record, *, now_ms: int, limits: Limits) -> dict[bytes, bytes]:
@@ -189,18 +197,50 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     check_drainable(files)
     query_id = files.query_id()
     files.mark_draining(json.dumps({"query_id": query_id, "started_at_ms": now_ms()}) + "\n")
+    recorded = recorded_settings(settings.data_dir)
+    # The pumps place a reschedule's new message by the horizon the scheduler had.
+    ran_with = settings.with_overrides(fire_lead_ms=recorded.get("fire_lead_ms"))
+    deadline = time.monotonic() + 2 * ran_with.fire_lead_ms / 1000
     inbound = InboundStream.from_url(settings.redis_url)
     try:
-        inbound.forget_wakeups()
-        recorded = recorded_settings(settings.data_dir)
-        trim_committed(inbound, files, int(recorded.get("inbound_shards", 1)))
-        marker = keys.drain_marker(query_id)
-        messages = _append_pending(spark, settings, files.location, marker)
+        with outboxes_pumped(ran_with) as wait_until_empty:
+            inbound.forget_wakeups()
+            trim_committed(inbound, files, int(recorded.get("inbound_shards", 1)))
+            marker = keys.drain_marker(query_id)
+            messages = _append_pending(spark, settings, files.location, marker)
+            left = wait_until_empty(deadline)
     finally:
         inbound.close()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = files.move_aside(f".drained-{stamp}", keep=settings.data_dir / PINNED_FILE)
-    return DrainReport(messages, aside)
+    return DrainReport(messages, aside, left)
+
+
+@contextmanager
+def outboxes_pumped(settings: SchedulerSettings) -> Iterator[Callable[[float], int]]:
+    """Pump the outbox of every shard of every count used while the block runs. It is
+    given ``wait_until_empty(deadline)`` (a ``time.monotonic()`` value), which returns how
+    many entries are left in them once they are empty or the deadline has passed."""
+    store = DeliveryStore.from_url(settings.redis_url)
+    layout = ShardLayout.from_url(settings.redis_url)
+    pumps: list[Pump] = []
+
+    def wait_until_empty(deadline: float) -> int:
+        while (left := store.waiting(outboxes)) and time.monotonic() < deadline:
+            time.sleep(0.1)  # each pump delivers each entry when it is due
+        return left
+
+    try:
+        outboxes = keys.read_layout(max(layout.history()))
+        pumps = [Pump.of(settings, shard) for shard in outboxes]
+        for pump in pumps:
+            pump.start()
+        yield wait_until_empty
+    finally:
+        for pump in pumps:
+            pump.stop()
+        store.close()
+        layout.close()
 
 
 def _append_pending(

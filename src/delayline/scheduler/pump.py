@@ -20,6 +20,7 @@ from collections.abc import Callable
 from delayline.errors import DelaylineError, TransportError
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
+from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import HORIZON_MS
 
 #: Most messages one pump call moves.
@@ -59,6 +60,22 @@ class Pump:
         self.last_error: TransportError | None = None
         #: Why ``prepare`` refused to let the pump start, if it did.
         self.failure: DelaylineError | None = None
+
+    @classmethod
+    def of(
+        cls,
+        settings: SchedulerSettings,
+        shard: keys.ShardKeys,
+        prepare: Callable[[], None] | None = None,
+    ) -> Pump:
+        """The pump of ``shard``'s outbox for a scheduler with ``settings``."""
+        return cls(
+            settings.redis_url,
+            settings.journal_retention_ms // 1000,
+            prepare,
+            shard=shard,
+            horizon_ms=settings.fire_lead_ms,
+        )
 
     def start(self) -> None:
         self._thread.start()

@@ -19,6 +19,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from delayline.errors import DelaylineError, SchedulerError
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
+from delayline.redis.layout import ShardLayout
 from delayline.redis.listings import Listings
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.job import start_query
@@ -49,17 +50,9 @@ class Scheduler:
         self._run_token = uuid.uuid4().hex
         self._spark: SparkSession | None = None
         self._query: StreamingQuery | None = None
-        # A pump per Redis shard's outbox.
-        self._pumps = [
-            Pump(
-                settings.redis_url,
-                settings.journal_retention_ms // 1000,
-                prepare=self._prepare,
-                shard=shard,
-                horizon_ms=settings.fire_lead_ms,
-            )
-            for shard in keys.layout(settings.inbound_shards)
-        ]
+        # A pump per Redis shard's outbox; _prepare adds one for each shard of an
+        # older shard count.
+        self._pumps = [self._pump(shard) for shard in keys.layout(settings.inbound_shards)]
         self._prepared = False
         self._prepare_lock = threading.Lock()
         self._query_id = ""  # read once at start: the heartbeat names it twice a second
@@ -74,18 +67,32 @@ class Scheduler:
         # Only a local driver runs the tasks and grows with a load (session.py).
         self._quiet = QuietSpells() if runs_locally(settings) else None
 
+    def _pump(self, shard: keys.ShardKeys) -> Pump:
+        current = shard in keys.layout(self.settings.inbound_shards)
+        return Pump.of(self.settings, shard, self._prepare if current else None)
+
     def _prepare(self) -> None:
         """Before the pumps' first delivery (on the first pump's thread, while the others
-        wait): tell producers the config, and let raw cancels that wait in the inbound
-        stream win over the outbox."""
+        wait): claim the shard layout (redis/layout.py) and pump the outboxes of every
+        older one, tell producers the config, and let raw cancels that wait in the
+        inbound stream win over the outbox."""
         with self._prepare_lock:
             if self._prepared:
                 return
-            self._store.claim_layout(self.settings.inbound_shards)
+            layout = ShardLayout.from_url(self.settings.redis_url, patience_ms=0)
+            try:
+                history = layout.claim(self.settings.inbound_shards)
+            finally:
+                layout.close()
             self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
             record_waiting_cancels(
                 self._inbound, self.settings.journal_retention_ms, self.settings.inbound_shards
             )
+            for shard in keys.read_layout(max(history)):
+                if shard not in keys.layout(self.settings.inbound_shards):
+                    retired = self._pump(shard)
+                    self._pumps.append(retired)
+                    retired.start()
             self._prepared = True
 
     def start(self) -> None:
@@ -96,8 +103,7 @@ class Scheduler:
         starts (tens of seconds) rather than after. Raises JavaNotFoundError,
         ConfigurationError or SchedulerError.
         """
-        for pump in self._pumps:
-            pump.start()
+        self.start_pumps()
         self._spark = build_session(self.settings, self._spark_log)
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
@@ -107,6 +113,12 @@ class Scheduler:
             self._listings.start()
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
+
+    def start_pumps(self) -> None:
+        """Start a pump for each shard's outbox; the first to run claims the shard layout
+        and starts one for each shard of an older count (:meth:`_prepare`)."""
+        for pump in self._pumps:
+            pump.start()
 
     def wait_ready(self, timeout_s: float = 300.0) -> None:
         """Block until the first batch has completed: then deliveries flow at full speed.

@@ -134,7 +134,7 @@ class SchedulerSettings:
     inbound_shards: int = option(
         1,
         "Redis shards: each message's inbound stream (a source partition), outbox, pump and "
-        "status records, by a hash of its id. Pinned; changes only with no message pending.",
+        "status records, by a hash of its id. Pinned: change it with a drain.",
     )
     cancel_retention_ms: int = option(
         3_600_000, "How long a cancel is kept after its slot is due, for a late message, ms."

@@ -111,8 +111,8 @@ end
 -- Schedule a reschedule's new message: into the outbox if due within the
 -- scheduler's horizon, or else onto the inbound stream, as the near path does.
 local placed_in_outbox = false
-local function place(id, topic, body, key, headers, due, attempt)
-  if tonumber(due) - now_ms > horizon_ms then
+local function place(id, topic, body, key, headers, due, attempt, via_inbound)
+  if via_inbound or tonumber(due) - now_ms > horizon_ms then
     inbound_send(id, topic, body, key, headers, due, attempt, false)
     return
   end
@@ -127,9 +127,12 @@ end
 -- Drop a message that a cancel named; a copy dropped already is a duplicate.
 -- A reschedule's request ("<ms>:<new id>:<new due ms>") sends the message
 -- again, as the new id: only here, where it is dropped, is its body at hand.
+-- A request that a change of the shard count copied here ends in ":i" if the
+-- new id is of another shard now: it goes through the inbound stream, which
+-- routes it there (see redis/layout.py).
 local function drop(topic, id, body, key, headers, due, attempt, journal, cancels)
-  local _, new_id, new_due = string.match(redis.call('HGET', cancels, id) or '',
-    '^([^:]*):([^:]+):(%d+)$')
+  local _, new_id, new_due, via = string.match(redis.call('HGET', cancels, id) or '',
+    '^([^:]*):([^:]+):(%d+)(.*)$')
   local mark = new_id and ('rescheduled:' .. new_id) or 'cancelled'
   if journal_put(journal, id, mark) ~= 1 then
     counts.duplicates = counts.duplicates + 1
@@ -138,7 +141,7 @@ local function drop(topic, id, body, key, headers, due, attempt, journal, cancel
   end
   counts.dropped = counts.dropped + 1
   pending_drop(due, topic, id, cancels)
-  if new_id then place(new_id, topic, body, key, headers, new_due, attempt) end
+  if new_id then place(new_id, topic, body, key, headers, new_due, attempt, via == ':i') end
 end
 -- Deliver a due message, or drop it if a cancel was requested for it meanwhile
 -- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
