@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench-quick clean
+.PHONY: run test lint kafka-jars bench-quick clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,17 @@ $(VENV)/.installed: pyproject.toml
 run: $(VENV)/.installed
 	$(BIN)/delayline run $(ARGS)
 
-## test: lint, type-check, then every test (real Redis, real local Spark)
-test: lint
+## test: lint, type-check, then every test (real Redis, real local Spark, a real Kafka broker)
+test: lint kafka-jars
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+## kafka-jars: the Kafka broker the tests start, from Maven Central (tests/kafka/pom.xml)
+kafka-jars: build/kafka-jars/.fetched
+
+build/kafka-jars/.fetched: tests/kafka/pom.xml
+	mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(CURDIR)/build/kafka-jars -DincludeScope=runtime
+	touch $@
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check src tests bench
@@ -37,4 +45,4 @@ bench-quick: .venv-bench/.installed
 	touch $@
 
 clean:
-	rm -rf $(VENV) .venv-bench delayline-data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-bench delayline-data build .pytest_cache .mypy_cache .ruff_cache

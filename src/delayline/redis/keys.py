@@ -144,6 +144,13 @@ class ShardKeys:
         return self.namespace + "ready"
 
     @property
+    def target(self) -> str:
+        """Where the shard's topics are when not in Redis (string, ``kafka:<brokers>``;
+        absent for Redis streams), set by the scheduler: its due messages then go
+        through the ready stream, which the pump writes to them."""
+        return self.namespace + "target"
+
+    @property
     def forecast_index(self) -> str:
         """The minutes that have forecast counters (sorted set: minute -> minute)."""
         return self.namespace + "forecast"

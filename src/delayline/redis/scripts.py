@@ -50,6 +50,7 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "PENDING_TTL_S": keys.FORECAST_TTL_S,
     "NAMESPACE": keys.NAMESPACE,
     "READY": _name(keys.UNSHARDED.ready),
+    "TARGET": _name(keys.UNSHARDED.target),
     "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
     "SUM_FIELD": SUM_FIELD,
 }

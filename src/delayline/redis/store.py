@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis
 
@@ -54,6 +54,20 @@ def chunk_keys(shard: keys.ShardKeys, marker: str) -> list[str]:
 
 #: The letter of each message row in a chunk (see lua/write_chunk.lua).
 ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
+
+
+#: A ready stream's entry: its id, and the topic entry's fields plus ``topic``.
+ReadyEntry = tuple[bytes, dict[bytes, bytes]]
+
+
+class Target(Protocol):
+    """Topics outside Redis (Kafka's): the second step of a delivery writes to them."""
+
+    def deliver(self, entries: Sequence[ReadyEntry]) -> dict[bytes, str]:
+        """Write each ready entry to its topic; return why, for each one a topic cannot
+        take for good (it becomes a reject). Raises TransportError when it cannot tell
+        whether every other one was written: none is settled, and all are written again."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,18 +219,23 @@ class DeliveryStore(RedisConnection):
         )
 
     def flush_ready(
-        self, shard: keys.ShardKeys, journal_ttl_s: int, max_entries: int = 1_000
+        self,
+        shard: keys.ShardKeys,
+        journal_ttl_s: int,
+        max_entries: int = 1_000,
+        target: Target | None = None,
     ) -> int:
         """Write up to ``max_entries`` of ``shard``'s ready stream to their topics, then
         count them and take them off; how many it took (0: the stream is empty).
 
         The two steps of a sharded delivery after the shard's own (lua/delivery.lua):
-        one script call in each topic's slot, then one in the shard's. Safe to repeat
-        and to run in several processes: a topic takes an id once, and an entry is
-        counted once.
+        one script call in each topic's slot (or ``target``'s writes, for topics
+        outside Redis), then one in the shard's. Safe to repeat and to run in several
+        processes: a topic stream takes an id once, and an entry is counted once.
+        Raises TransportError if Redis or ``target`` fails; nothing is then settled.
         """
         entries = cast(
-            list[tuple[bytes, dict[bytes, bytes]]],
+            list[ReadyEntry],
             self._call(
                 "read the ready stream",
                 lambda: self._redis.xrange(shard.ready, count=max_entries),
@@ -224,17 +243,12 @@ class DeliveryStore(RedisConnection):
         )
         if not entries:
             return 0
-        by_topic: dict[bytes, list[Any]] = {}
-        for entry_id, fields in entries:
-            args = by_topic.setdefault(fields[b"topic"], [journal_ttl_s])
-            args += [entry_id, len(fields), *(part for pair in fields.items() for part in pair)]
-        errors: dict[bytes, bytes] = {}
-        for topic, args in by_topic.items():
-            call = functools.partial(
-                self._deliver_ready, keys=[topic, keys.topic_written(topic.decode())], args=args
-            )
-            failed = self._call("deliver to a topic", call)
-            errors.update(zip(failed[0::2], failed[1::2], strict=True))
+        if target is not None:
+            errors = {
+                entry_id: error.encode() for entry_id, error in target.deliver(entries).items()
+            }
+        else:
+            errors = self._deliver_to_streams(entries, journal_ttl_s)
         settle: list[Any] = [journal_ttl_s]
         for entry_id, fields in entries:
             error = errors.get(entry_id, b"")
@@ -247,6 +261,46 @@ class DeliveryStore(RedisConnection):
             ),
         )
         return len(entries)
+
+    def _deliver_to_streams(
+        self, entries: Sequence[ReadyEntry], journal_ttl_s: int
+    ) -> dict[bytes, bytes]:
+        """Write ready ``entries`` to their topic streams (lua/deliver_ready.lua, a call per
+        topic); the error of each one a topic could not take."""
+        by_topic: dict[bytes, list[Any]] = {}
+        for entry_id, fields in entries:
+            args = by_topic.setdefault(fields[b"topic"], [journal_ttl_s])
+            args += [entry_id, len(fields), *(part for pair in fields.items() for part in pair)]
+        errors: dict[bytes, bytes] = {}
+        for topic, args in by_topic.items():
+            call = functools.partial(
+                self._deliver_ready, keys=[topic, keys.topic_written(topic.decode())], args=args
+            )
+            failed = self._call("deliver to a topic", call)
+            errors.update(zip(failed[0::2], failed[1::2], strict=True))
+        return errors
+
+    def target_of(self, shard: keys.ShardKeys) -> str | None:
+        """Where ``shard``'s topics are (:attr:`keys.ShardKeys.target`); None: Redis."""
+        found = cast(
+            bytes | None, self._call("read the target", lambda: self._redis.get(shard.target))
+        )
+        return None if found is None else found.decode()
+
+    def set_target(self, layout: Sequence[keys.ShardKeys], target: str | None) -> None:
+        """Deliver ``layout``'s messages to ``target`` (``kafka:<brokers>``), or to Redis
+        streams if None, from now on."""
+
+        def write() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            for shard in layout:
+                if target is None:
+                    pipe.delete(shard.target)
+                else:
+                    pipe.set(shard.target, target)
+            pipe.execute()
+
+        self._call("record the target", write)
 
     def wait_for_bell(self, timeout_s: float, *, shard: keys.ShardKeys = keys.UNSHARDED) -> None:
         """Block until an entry due soon enters ``shard``'s outbox, or ``timeout_s`` passes.

@@ -108,9 +108,10 @@ def write_once(
             task.query_id, task.partition, task.batch_id, stage=stage, shard=shard_keys
         )
         results += write_in_chunks(shard_rows, done, write_chunk)
-        if shards > 1:
+        if shards > 1 and store.target_of(shard_keys) is None:
             # A sharded delivery's due messages wait in the shard's ready stream:
             # write them to their topics now rather than at the pump's next call.
+            # (Topics outside Redis are the pump's to write: the script rang it.)
             while store.flush_ready(shard_keys, journal_ttl_s):
                 pass
     return results

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 
 from delayline.errors import DelaylineError, TransportError
+from delayline.kafka.target import KafkaTarget, target_for
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.settings import SchedulerSettings
@@ -92,12 +93,17 @@ class Pump:
     def _run(self) -> None:
         # No retries inside a call: this loop waits and retries itself, and stays stoppable.
         store = DeliveryStore.from_url(self._redis_url, patience_ms=0)
+        target: KafkaTarget | None = None
+        prepared = False
         try:
             while not self._stop.is_set():
                 try:
-                    if self._prepare is not None:
-                        self._prepare()
-                        self._prepare = None
+                    if not prepared:
+                        if self._prepare is not None:
+                            self._prepare()
+                        # The shard's target is set by then (Scheduler._prepare).
+                        target = target_for(store.target_of(self._shard))
+                        prepared = True
                     result = store.pump(
                         PUMP_BATCH,
                         self._journal_ttl_s,
@@ -117,7 +123,7 @@ class Pump:
                     # A sharded delivery's second step (lua/delivery.lua), for what
                     # this call and the sink readied.
                     try:
-                        store.flush_ready(self._shard, self._journal_ttl_s, PUMP_BATCH)
+                        store.flush_ready(self._shard, self._journal_ttl_s, PUMP_BATCH, target)
                     except TransportError as exc:
                         self.last_error = exc
                         self._stop.wait(0.5)
@@ -136,4 +142,6 @@ class Pump:
                     self.last_error = exc
                     self._stop.wait(0.5)
         finally:
+            if target is not None:
+                target.close()
             store.close()

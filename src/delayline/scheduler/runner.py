@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import DelaylineError, SchedulerError
+from delayline.kafka.target import target_url
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
@@ -84,6 +85,10 @@ class Scheduler:
                 history = layout.claim(self.settings.inbound_shards)
             finally:
                 layout.close()
+            kafka = self.settings.kafka
+            self._store.set_target(
+                keys.read_layout(max(history)), None if kafka is None else target_url(kafka)
+            )
             self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
             record_waiting_cancels(
                 self._inbound, self.settings.journal_retention_ms, self.settings.inbound_shards

@@ -136,6 +136,11 @@ class SchedulerSettings:
         "Redis shards: each message's inbound stream (a source partition), outbox, pump and "
         "status records, by a hash of its id. Pinned: change it with a drain.",
     )
+    kafka: str | None = option(
+        None,
+        "Deliver due messages to the Kafka topics of these brokers (host:port,...), at least "
+        "once, instead of to Redis streams. The inbound side stays in Redis.",
+    )
     cancel_retention_ms: int = option(
         3_600_000, "How long a cancel is kept after its slot is due, for a late message, ms."
     )

@@ -9,6 +9,9 @@
 -- journalled and appended to the shard's ready stream (ready_key), as the
 -- topic entry it becomes plus its topic; deliver_ready.lua writes it to the
 -- topic, in the topic's slot, and settle_ready.lua counts it and takes it off.
+-- A shard whose topics are outside Redis (its target key names them, as
+-- "kafka:<brokers>") delivers the same way, with the pump writing to them and
+-- rung here for every message readied.
 
 --! include outbox.lua
 --! include pending.lua
@@ -40,7 +43,9 @@ local function add_reject(fields, status_key, id, reason)
   counts.rejected = counts.rejected + 1
 end
 local ready_key = ''
-if ns ~= '${NAMESPACE}' then ready_key = ns .. '${READY}' end
+local outside = redis.call('EXISTS', ns .. '${TARGET}') == 1
+if outside or ns ~= '${NAMESPACE}' then ready_key = ns .. '${READY}' end
+local readied = false
 local function count_delivered(due, delivered_at_ms)
   counts.delivered = counts.delivered + 1
   local late = delivered_at_ms - tonumber(due)
@@ -74,6 +79,7 @@ local function deliver(topic, id, body, key, headers, due, attempt, journal)
     'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt}
   if ready_key ~= '' then
     redis.call('XADD', ready_key, '*', 'topic', topic, unpack(entry))
+    readied = outside
     return
   end
   local added = redis.pcall('XADD', topic, '*', unpack(entry))
@@ -169,6 +175,10 @@ local function flush_counts(stats, lateness)
   for label, value in pairs(late_counts) do redis.call('HINCRBY', lateness, label, value) end
   if counts.delivered > 0 then
     redis.call('HINCRBY', lateness, '${SUM_FIELD}', late_sum)
+  end
+  if readied then
+    redis.call('LPUSH', box[3], 1)
+    redis.call('LTRIM', box[3], 0, 0)
   end
   pending_flush()
 end
