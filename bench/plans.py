@@ -6,7 +6,9 @@ producers and workers cannot sustain the other workloads' loads on 2 cores, and
 each of their runs would cost minutes of timeouts); ``steady-raw`` is
 delayline's alone (raw records are its wire format), and so is
 ``steady-shadow``, an experiment that runs only when named (see
-``workloads.steady``).
+``workloads.steady``). The Kafka systems (delayline delivering to Kafka, and
+the pause-the-partition consumer) run burst, steady and capacity, only when
+named in --systems.
 
 A *session* runs its steps, in order, on one freshly started system with fresh
 Redis servers. A system runs two sessions:
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from bench import workloads
-from bench.systems import PEERS, PRODUCER_RATE
+from bench.systems import KAFKA, PEERS, PRODUCER_RATE
 
 #: The steady rate of the full benchmark (msg/s) and its delays (s).
 STEADY_RATE = 5_000.0
@@ -73,12 +75,12 @@ def default_workloads(long: bool = False) -> list[str]:
 
 
 OURS = ("delayline", "zset")
-EVERYONE = (*OURS, *PEERS)
+EVERYONE = (*OURS, *PEERS, *KAFKA)
 
 #: Seconds to start a system (its first consumer ready) and to stop it, on 2 cores
 #: (measured 2026-11-24: delayline 44-60 s to start, the peers 0.3-2.4 s).
-START_S = {"delayline": 55.0, "zset": 1.0}
-STOP_S = {"delayline": 10.0, "zset": 1.0}
+START_S = {"delayline": 55.0, "zset": 1.0, "delayline-kafka": 65.0, "kafka-pause": 8.0}
+STOP_S = {"delayline": 10.0, "zset": 1.0, "delayline-kafka": 12.0, "kafka-pause": 3.0}
 PEER_START_S, PEER_STOP_S = 3.0, 5.0
 #: How fast delayline's scheduler reads a far-future backlog once loaded (msg/s),
 #: beyond the producer's own time, and its fixed absorption time (s).
@@ -138,7 +140,7 @@ def _capacity(rates: list[float], step_s: float, warmup_s: float, delays: tuple[
               settle_s: float) -> Step:  # fmt: skip
     run = partial(workloads.capacity, rates=rates, step_s=step_s, warmup_s=warmup_s,
                   min_delay_s=delays[0], max_delay_s=delays[1], settle_s=settle_s)  # fmt: skip
-    return Step("capacity", "capacity", run, OURS, "main", (0, 4),
+    return Step("capacity", "capacity", run, (*OURS, *KAFKA), "main", (0, 4),
                 lambda s: warmup_s + step_s * len(rates) + delays[1] + 3,
                 params=dict(run.keywords))  # fmt: skip
 

@@ -14,7 +14,15 @@ SYSTEMS = {
     "dramatiq": "bench.systems.dramatiq_sys:DramatiqSystem",
     "arq": "bench.systems.arq_sys:ArqSystem",
     "rq": "bench.systems.rq_sys:RqSystem",
+    "delayline-kafka": "bench.systems.kafka_sys:DelaylineKafkaSystem",
+    "kafka-pause": "bench.systems.kafka_sys:KafkaPauseSystem",
 }
+
+#: Delivery to Kafka, and the Kafka-native alternative: run only when named in
+#: --systems (they start a broker each), on steady, burst and capacity.
+KAFKA = ("delayline-kafka", "kafka-pause")
+#: What ``python -m bench run`` runs without --systems.
+DEFAULT_SYSTEMS = tuple(name for name in SYSTEMS if name not in KAFKA)
 
 #: The job-queue peers: they run the steady and burst workloads only.
 PEERS = ("celery", "dramatiq", "arq", "rq")
@@ -29,6 +37,8 @@ PRODUCER_RATE = {
     "dramatiq": 2_000,
     "arq": 1_500,
     "rq": 2_000,
+    "delayline-kafka": 7_500,
+    "kafka-pause": 20_000,
 }
 
 

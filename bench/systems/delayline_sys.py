@@ -44,12 +44,14 @@ class DelaylineSystem(System):
         self._lock = threading.Lock()
         self._start_scheduler()
         self._consumer = spawn(
-            [sys.executable, "-m", "bench.systems.delayline_sys", self.redis_url],
-            env=self.child_env(),
-            log=self.workdir / "consumer.log",
+            self.consumer_args(), env=self.child_env(), log=self.workdir / "consumer.log"
         )
         self._client = Client(self.redis_url)
         self._raw = redis.Redis.from_url(self.redis_url)
+
+    def consumer_args(self) -> list[str]:
+        """The command of the process that receives deliveries and records receipts."""
+        return [sys.executable, "-m", "bench.systems.delayline_sys", self.redis_url]
 
     def _start_scheduler(self) -> None:
         log = fresh_log(self.workdir / "scheduler.log")

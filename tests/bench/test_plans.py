@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from bench.plans import (
@@ -14,7 +15,7 @@ from bench.plans import (
     session_estimate_s,
     sessions_for,
 )
-from bench.systems import PEERS, SYSTEMS
+from bench.systems import DEFAULT_SYSTEMS, KAFKA, PEERS, SYSTEMS
 
 
 def step(steps: list[Step], name: str) -> dict[str, Any]:
@@ -87,15 +88,28 @@ def test_the_shadow_experiment_runs_only_when_named_in_a_session_of_its_own() ->
     assert sessions_for("zset", ["steady-shadow"], steps) == []
 
 
-def test_the_full_plan_fits_in_40_minutes() -> None:
+def plan_seconds(systems: Sequence[str], workloads: Sequence[str]) -> float:
     steps = plan()
-    total = sum(
+    return sum(
         seconds
-        for system in SYSTEMS
-        for session in sessions_for(system, default_workloads(), steps)
+        for system in systems
+        for session in sessions_for(system, workloads, steps)
         for _, seconds in session_estimate_s(system, session)
     )
-    assert total < 40 * 60
+
+
+def test_the_full_plan_fits_in_40_minutes() -> None:
+    assert plan_seconds(DEFAULT_SYSTEMS, default_workloads()) < 40 * 60
+
+
+def test_the_kafka_plan_fits_in_40_minutes_beside_delayline_on_redis() -> None:
+    assert set(DEFAULT_SYSTEMS) | set(KAFKA) == set(SYSTEMS)
+    systems = ("delayline", *KAFKA)
+    assert plan_seconds(systems, ["steady", "capacity"]) < 40 * 60
+    for system in KAFKA:
+        names = {step.name for session in sessions_for(system, WORKLOADS, plan())
+                 for step in session}  # fmt: skip
+        assert names == {"burst", "steady", "capacity"}
 
 
 def test_quick_mode_runs_every_system_in_one_small_session() -> None:

@@ -43,7 +43,8 @@ pytestmark = pytest.mark.spark
 def brokers(tmp_path: Path) -> Iterator[str]:
     directory = tmp_path / "kafka"
     directory.mkdir()
-    with kafka_broker(directory) as address:
+    with kafka_broker(directory) as broker:
+        address = broker.address
         admin = AdminClient({"bootstrap.servers": address})
         for future in admin.create_topics([NewTopic(t, 3, 1) for t in TOPICS]).values():
             future.result(30)

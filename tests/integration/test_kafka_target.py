@@ -35,7 +35,8 @@ from tests.support import wait_for
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with kafka_broker(tmp_path_factory.mktemp("kafka")) as address:
+    with kafka_broker(tmp_path_factory.mktemp("kafka")) as broker:
+        address = broker.address
         admin = AdminClient({"bootstrap.servers": address})
         for future in admin.create_topics(
             [NewTopic("orders", 3, 1), NewTopic("sunk", 1, 1)]

@@ -4,12 +4,15 @@ loopback, from the jars that ``make kafka-jars`` fetches from Maven Central."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -43,10 +46,18 @@ def server_properties(directory: Path, port: int, controller_port: int) -> str:
     )
 
 
+@dataclass(frozen=True)
+class KafkaBroker:
+    """A running broker: where it listens (``host:port``), and its process."""
+
+    address: str
+    pid: int
+
+
 @contextmanager
-def kafka_broker(directory: Path) -> Iterator[str]:
-    """A started broker with its data in ``directory``; yields its ``host:port``. Fails
-    (never skips) without the jars; kills the broker however the block ends."""
+def kafka_broker(directory: Path) -> Iterator[KafkaBroker]:
+    """A started broker with its data in ``directory``. Fails (never skips) without the
+    jars; kills the broker however the block ends."""
     classpath = f"{JARS}/*"
     if not list(JARS.glob("kafka_2.13-*.jar")):
         raise RuntimeError(f"no Kafka broker jars in {JARS}: run `make kafka-jars` (Maven)")
@@ -59,11 +70,14 @@ def kafka_broker(directory: Path) -> Iterator[str]:
         else ["java"]
     )
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    subprocess.run(
-        [*java, "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-         "-c", str(config)],
-        check=True, capture_output=True, timeout=60,
+    # "=": a random id may start with "-", which would read as an option.
+    formatted = subprocess.run(
+        [*java, "-cp", classpath, "kafka.tools.StorageTool", "format",
+         f"--cluster-id={cluster_id}", f"--config={config}"],
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+    if formatted.returncode != 0:
+        raise RuntimeError(f"formatting the broker's storage failed: {formatted.stderr[-2000:]}")
     log = (directory / "broker.log").open("wb")
     broker = subprocess.Popen(
         [*java, "-Xmx512m", "-cp", classpath, "kafka.Kafka", str(config)],
@@ -71,18 +85,26 @@ def kafka_broker(directory: Path) -> Iterator[str]:
     )  # fmt: skip
     address = f"127.0.0.1:{port}"
     try:
+
+        def listens() -> bool:
+            if broker.poll() is not None:
+                raise RuntimeError(f"the Kafka broker exited: {directory / 'broker.log'}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                return True
+            return False
+
+        # The port first: a client before it would log every refused connection.
+        wait_for(listens, 60, f"the Kafka broker on {address}", interval_s=0.2)
         admin = AdminClient({"bootstrap.servers": address})
 
         def answers() -> bool:
-            if broker.poll() is not None:
-                raise RuntimeError(f"the Kafka broker exited: {directory / 'broker.log'}")
             try:
                 return bool(admin.list_topics(timeout=1).brokers)
             except KafkaException:
                 return False
 
-        wait_for(answers, 60, f"the Kafka broker on {address}", interval_s=0.2)
-        yield address
+        wait_for(answers, 60, f"the Kafka broker on {address} to answer", interval_s=0.2)
+        yield KafkaBroker(address, broker.pid)
     finally:
         with_group = os.getpgid(broker.pid) if broker.poll() is None else None
         if with_group is not None:
