@@ -10,6 +10,7 @@ carrying its id (kafka/records.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -46,6 +47,9 @@ class KafkaTarget:
                 # A topic the brokers do not know is refused (a reject) after this,
                 # rather than timed out and tried again for ever.
                 "topic.metadata.propagation.max.ms": UNKNOWN_TOPIC_MS,
+                # librdkafka's own lines (a broker away, ...) through logging, at
+                # their levels, rather than straight to stderr.
+                "logger": logging.getLogger(__name__),
             }
         )
 
