@@ -54,7 +54,7 @@ class Scheduler:
         # A pump per Redis shard's outbox; _prepare adds one for each shard of an
         # older shard count.
         self._pumps = [self._pump(shard) for shard in keys.layout(settings.inbound_shards)]
-        self._prepared = False
+        self._prepared = threading.Event()
         self._prepare_lock = threading.Lock()
         self._query_id = ""  # read once at start: the heartbeat names it twice a second
         self._last_reported_batch = -1
@@ -78,7 +78,7 @@ class Scheduler:
         older one, tell producers the config, and let raw cancels that wait in the
         inbound stream win over the outbox."""
         with self._prepare_lock:
-            if self._prepared:
+            if self._prepared.is_set():
                 return
             layout = ShardLayout.from_url(self.settings.redis_url, patience_ms=0)
             try:
@@ -98,7 +98,7 @@ class Scheduler:
                     retired = self._pump(shard)
                     self._pumps.append(retired)
                     retired.start()
-            self._prepared = True
+            self._prepared.set()
 
     def start(self) -> None:
         """Start the outbox pump, then Spark and the query.
@@ -109,6 +109,10 @@ class Scheduler:
         ConfigurationError or SchedulerError.
         """
         self.start_pumps()
+        if self.settings.kafka is not None:
+            # Until _prepare records the shards' target, the query's sink would write
+            # due messages to Redis streams rather than ready them for Kafka.
+            self._wait_prepared()
         self._spark = build_session(self.settings, self._spark_log)
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
@@ -118,6 +122,14 @@ class Scheduler:
             self._listings.start()
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
+
+    def _wait_prepared(self) -> None:
+        """Block until the pumps' preparation has run (however long Redis takes to
+        answer); raise SchedulerError if a pump stopped instead."""
+        while not self._prepared.wait(0.1):
+            for pump in self._pumps:
+                if pump.failure is not None:
+                    raise SchedulerError(f"the outbox pump stopped: {pump.failure}")
 
     def start_pumps(self) -> None:
         """Start a pump for each shard's outbox; the first to run claims the shard layout
