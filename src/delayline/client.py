@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from delayline import timing
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
-from delayline.errors import MessageStateError, ValidationError
+from delayline.errors import ConfigurationError, MessageStateError, ValidationError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast, check_granularity
+from delayline.kafka.records import INBOUND_TOPIC
 from delayline.listing import (
     LISTING_POLL_S,
     MAX_LIMIT,
@@ -36,6 +37,9 @@ from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
 from delayline.validation import Limits, resolve_deliver_at_ms
+
+if TYPE_CHECKING:
+    from delayline.kafka.producer import KafkaInboundProducer
 
 T = TypeVar("T")
 
@@ -53,6 +57,18 @@ DEFAULT_CLAIM_IDLE_MS = 60_000
 def default_consumer_name() -> str:
     """``<hostname>-<pid>``: unique per process, stable for its life."""
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def kafka_producer(brokers: str, topic: str) -> KafkaInboundProducer:
+    """A producer of inbound records to Kafka. Raises ConfigurationError if
+    confluent-kafka (the kafka extra) is not installed."""
+    try:
+        from delayline.kafka.producer import KafkaInboundProducer  # only when asked for
+    except ImportError as exc:
+        raise ConfigurationError(
+            "sending through Kafka needs confluent-kafka: pip install 'delayline[kafka]'"
+        ) from exc
+    return KafkaInboundProducer(brokers, topic)
 
 
 def message_batch(
@@ -240,6 +256,11 @@ class Client(ClientBase):
     unreachable, a call retries with backoff for up to ``patience_ms`` (5 s;
     ``None`` waits until it serves) before raising ConnectError. Every error
     raised derives from DelaylineError.
+
+    With ``kafka`` (brokers, ``host:port,...``), sends are produced to the Kafka
+    inbound topic ``kafka_topic`` of a ``delayline run --kafka`` scheduler
+    instead; everything else (cancel, status, the forecast) still goes through
+    ``url``. Raises ConfigurationError if confluent-kafka is not installed.
     """
 
     def __init__(
@@ -249,9 +270,12 @@ class Client(ClientBase):
         limits: Limits | None = None,
         status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
         patience_ms: int | None = DEFAULT_PATIENCE_MS,
+        kafka: str | None = None,
+        kafka_topic: str = INBOUND_TOPIC,
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
         self._connection = RedisConnection.from_url(url, patience_ms=patience_ms)
+        self._kafka = None if kafka is None else kafka_producer(kafka, kafka_topic)
 
     def _run(self, plan: Plan[T]) -> T:
         while True:
@@ -282,12 +306,20 @@ class Client(ClientBase):
         Give at most one of ``delay`` (timedelta or ms), ``deliver_at`` (aware
         datetime or epoch ms) or ``level`` (RocketMQ level 1..18); none means
         now. Raises ValidationError (and writes nothing) for bad input,
-        TransportError if Redis fails.
+        TransportError if Redis (or Kafka) fails.
         """
-        plan = self._send_plan(
-            topic, body, delay=delay, deliver_at=deliver_at, level=level, key=key, headers=headers
+        message = Message.create(
+            topic,
+            body,
+            now_ms=timing.now_ms(),
+            limits=self.limits,
+            delay=delay,
+            deliver_at=deliver_at,
+            level=level,
+            key=key,
+            headers=headers,
         )
-        return self._run(plan)[0]
+        return self._send([message])[0]
 
     def send_many(self, messages: Iterable[Mapping[str, Any] | Message]) -> list[str]:
         """Schedule many messages in one pipelined transaction; returns their ids in order.
@@ -296,8 +328,15 @@ class Client(ClientBase):
         All are validated first: one bad item raises ValidationError naming its
         index, and nothing is sent.
         """
-        plan = self._send_many_plan(messages)
-        return self._run(plan) if plan.commands else []
+        return self._send(message_batch(messages, now_ms=timing.now_ms(), limits=self.limits))
+
+    def _send(self, messages: list[Message]) -> list[str]:
+        if not messages:
+            return []
+        if self._kafka is not None:
+            self._kafka.send([message.to_record() for message in messages])
+            return [message.id for message in messages]
+        return self._run(self._sends_plan(messages))
 
     def cancel(self, message_id: str) -> bool:
         """Cancel a pending message; True once the cancel is recorded (or already was).
@@ -475,8 +514,10 @@ class Client(ClientBase):
                 yield DeliveryBase(entry, policy, self.limits)
 
     def close(self) -> None:
-        """Release the connection pool."""
+        """Release the connection pool (and wait a while for Kafka sends in flight)."""
         self._connection.close()
+        if self._kafka is not None:
+            self._kafka.close()
 
     def __enter__(self) -> Client:
         return self

@@ -81,8 +81,7 @@ class DeliveryBase:
         delay_ms = consuming.retry_delay(self.entry, self.retry_policy, explicit_ms)
         now_ms = timing.now_ms()
         if delay_ms is None:
-            reason = f"no retries left after {self.retry_policy.max_retries}"
-            plan = consuming.dead_letter(self.entry, reason, now_ms=now_ms)
+            plan = consuming.dead_letter(self.entry, self.retry_policy.used_up, now_ms=now_ms)
             return Plan(plan.commands, lambda _: False, plan.action, transaction=True)
         message = consuming.next_attempt(self.entry, delay_ms, now_ms=now_ms, limits=self.limits)
         return consuming.retry(self.entry, message, published)

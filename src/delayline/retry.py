@@ -31,6 +31,11 @@ class RetryPolicy:
         """How many times a message may be retried before it is dead-lettered."""
         return len(self.delays_ms)
 
+    @property
+    def used_up(self) -> str:
+        """The reason a dead letter gives once every retry is used."""
+        return f"no retries left after {self.max_retries}"
+
     def delay_after(self, attempt: int) -> int | None:
         """The delay (ms) before the retry that follows delivery ``attempt``; None: no more."""
         if attempt > self.max_retries:

@@ -176,13 +176,29 @@ def test_levels() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["run", "api", "send", "cancel", "status", "tail", "stats", "levels", "cluster", "entrypoint"],
-)
+    [
+        "run", "api", "send", "cancel", "status", "tail", "stats", "levels", "cluster",
+        "entrypoint", "kafka-headers",
+    ],
+)  # fmt: skip
 def test_every_command_has_help_with_an_example(command: str) -> None:
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0
     assert "Example:" in result.output
     assert f"delayline {command}" in result.output
+
+
+def test_kafka_headers_print_a_send_record_due_when_asked() -> None:
+    before_ms = now_ms()
+    result = CliRunner().invoke(main, ["kafka-headers", "orders.timeout", "--delay", "30s"])
+    assert result.exit_code == 0, result.output
+    fields = dict(part.split(":", 1) for part in result.output.strip().split(","))
+    assert (fields["v"], fields["op"], fields["topic"]) == ("1", "send", "orders.timeout")
+    assert before_ms + 30_000 <= int(fields["deliver_at_ms"]) <= now_ms() + 30_000
+    assert deliver_at_ms_of(fields["id"]) == int(fields["deliver_at_ms"])
+    refused = CliRunner().invoke(main, ["kafka-headers", "a:b"])
+    assert refused.exit_code == 2
+    assert "topic: kafka-console-producer cannot carry 'a:b'" in refused.output
 
 
 def test_the_entry_point_runs_as_a_file() -> None:

@@ -347,16 +347,35 @@ def send_workload(
     seed: int = 7,
     inbound_shards: int = 1,
 ) -> Workload:
-    """Send the standard workload straight to the inbound stream; with
-    ``inbound_shards``, each record of a message to its shard's stream, and one
-    send in four to the default stream, as a producer that does not know them.
+    """Send the standard workload (:func:`workload_records`) straight to the inbound
+    stream; with ``inbound_shards``, each record of a message to its shard's stream,
+    and one send in four to the default stream, as a producer that does not know them.
+    """
+    workload, records = workload_records(
+        total=total, max_delay_ms=max_delay_ms, burst=burst, malformed=malformed, seed=seed
+    )
+    raw = redis.Redis.from_url(redis_url)
+    pipe = raw.pipeline(transaction=False)
+    for n, record in enumerate(records):
+        claimed = record.get(b"id", b"").decode("ascii", "replace")
+        sharded = inbound_shards > 1 and n % 4 and ids.is_message_id(claimed)
+        stream = keys.inbound_for(claimed, inbound_shards) if sharded else keys.INBOUND
+        pipe.xadd(stream, dict(record))  # type: ignore[arg-type]
+    pipe.execute()
+    raw.close()
+    return workload
+
+
+def workload_records(
+    *, total: int, max_delay_ms: int, burst: int, malformed: int, seed: int
+) -> tuple[Workload, list[dict[bytes, bytes]]]:
+    """The standard workload and its inbound records, in the order to write them.
 
     ``total`` messages with delays spread over 0..max_delay_ms, ``burst`` of them
     due at the same millisecond, 10% cancelled (a few of them cancelled *before*
     the message is sent), and ``malformed`` raw records of every kind of wrong.
     """
     rng = random.Random(seed)
-    raw = redis.Redis.from_url(redis_url)
     limits = Limits()
     now = timing.now_ms()
     burst_at_ms = now + max_delay_ms // 2
@@ -387,15 +406,7 @@ def send_workload(
             workload.cancelled.add(message.id)
     workload.malformed = bad_records(malformed, now)
     records[len(records) // 2 : len(records) // 2] = workload.malformed
-    pipe = raw.pipeline(transaction=False)
-    for n, record in enumerate(records):
-        claimed = record.get(b"id", b"").decode("ascii", "replace")
-        sharded = inbound_shards > 1 and n % 4 and ids.is_message_id(claimed)
-        stream = keys.inbound_for(claimed, inbound_shards) if sharded else keys.INBOUND
-        pipe.xadd(stream, dict(record))  # type: ignore[arg-type]
-    pipe.execute()
-    raw.close()
-    return workload
+    return workload, records
 
 
 def bad_records(count: int, now_ms: int) -> list[dict[bytes, bytes]]:

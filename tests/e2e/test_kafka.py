@@ -1,15 +1,18 @@
 """``delayline run --kafka``: due messages go to a real Kafka broker's topics.
 
 The standard workload (near and far messages, a burst, cancels, raw records of
-every kind of wrong) goes in through Redis, as today; the scheduler is killed
-(SIGKILL) while deliveries flow, and started again. Every message reaches its
-Kafka topic at least once, keyed by its key, none early, none of the cancelled
-ones; a repeat is possible only for a message the kill caught between Kafka's
-acknowledgement and Redis's settle. Every bad record is kept as a reject.
+every kind of wrong) goes in through Redis, or through the Kafka inbound topic;
+the scheduler is killed (SIGKILL) while deliveries flow, and started again.
+Every message reaches its Kafka topic at least once, keyed by its key, none
+early, none of the cancelled ones; a repeat is possible only for a message the
+kill caught between Kafka's acknowledgement and Redis's settle. Every bad
+record is kept as a reject.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,9 +22,14 @@ import redis
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from delayline import Client
+from delayline.ids import deliver_at_ms_of
 from delayline.kafka import records
+from delayline.kafka.producer import KafkaInboundProducer
+from delayline.model import Message
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.pump import PUMP_BATCH
+from delayline.timing import now_ms
 from tests.e2e.harness import (
     SMALL_WHEEL,
     TOPICS,
@@ -33,8 +41,9 @@ from tests.e2e.harness import (
     send_workload,
     settled,
     wait_for,
+    workload_records,
 )
-from tests.kafka.broker import kafka_broker
+from tests.kafka.broker import kafka_broker, kafka_tool
 
 pytestmark = pytest.mark.spark
 
@@ -46,7 +55,9 @@ def brokers(tmp_path: Path) -> Iterator[str]:
     with kafka_broker(directory) as broker:
         address = broker.address
         admin = AdminClient({"bootstrap.servers": address})
-        for future in admin.create_topics([NewTopic(t, 3, 1) for t in TOPICS]).values():
+        # The inbound topic too: a producer may write before the scheduler creates it.
+        topics = [*TOPICS, records.INBOUND_TOPIC]
+        for future in admin.create_topics([NewTopic(t, 3, 1) for t in topics]).values():
             future.result(30)
         yield address
 
@@ -110,3 +121,100 @@ def test_kafka_topics_get_every_message_at_least_once_across_a_kill(
         assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
     # No Redis stream was written for a topic.
     assert not any(own_raw.exists(topic) for topic in TOPICS)
+
+
+def test_kafka_in_and_out_every_message_at_least_once_across_a_kill(
+    own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path, brokers: str
+) -> None:
+    """The workload's records produced to the inbound topic's 3 partitions, raw
+    cancels and bad records among them, and a few sends through the SDK's
+    ``Client(kafka=...)``; the scheduler is killed while both read and deliver."""
+    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
+    args += ["--kafka", brokers]
+    received = KafkaArrivals(brokers)
+    with ExitStack() as runs:
+        runs.callback(received.close)
+        first = runs.enter_context(SchedulerProcess(args))
+        workload, inbound = workload_records(
+            total=2_000, max_delay_ms=15_000, burst=300, malformed=20, seed=11
+        )
+        producer = KafkaInboundProducer(brokers)
+        producer.send(inbound[:1_000])
+        with Client(own_redis.url, kafka=brokers) as client:
+            sdk = [
+                Message.create(
+                    TOPICS[0],
+                    f"sdk-{n}",
+                    now_ms=now_ms(),
+                    limits=client.limits,
+                    delay=n * 500,
+                    key=f"sdk{n}",
+                )
+                for n in range(10)
+            ]
+            assert client.send_many(sdk) == [m.id for m in sdk]
+        workload.messages.update((m.id, m) for m in sdk)
+        wait_for(lambda: len(received()) >= 200, 90, "the first deliveries", [first])
+        producer.send(inbound[1_000:])
+        producer.close()
+        kill_at(first, data_dir, in_flight=True)
+        second = runs.enter_context(SchedulerProcess(args))
+        wait_for(
+            lambda: settled(own_raw, workload) and len(received()) >= len(workload.expected),
+            120,
+            "every message to be settled",
+            [first, second],
+            details=lambda: pipeline_state(own_raw, data_dir),
+        )
+        repeats = check_at_least_once(own_raw, workload, received())
+        assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
+        # Status answers for a message that came in through Kafka.
+        with Client(own_redis.url) as client:
+            assert client.status(sdk[-1].id).state == "delivered"
+
+
+def test_the_readme_quickstart_console_producer_in_console_consumer_out(
+    own_redis: EmbeddedRedis, data_dir: Path, brokers: str
+) -> None:
+    """A send record written by kafka-console-producer, and one sent with
+    ``delayline send --kafka``, as the README shows, reach kafka-console-consumer on
+    time, each with its id in a header."""
+    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
+    cli = [sys.executable, "-m", "delayline"]
+    with SchedulerProcess([*args, "--kafka", brokers]) as scheduler:
+        made = subprocess.run(
+            [*cli, "kafka-headers", "orders.timeout", "--delay", "3s"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        headers = made.stdout.strip()
+        fields = dict(part.split(":", 1) for part in headers.split(","))
+        produced = kafka_tool(
+            "org.apache.kafka.tools.ConsoleProducer",
+            *("--bootstrap-server", brokers, "--topic", records.INBOUND_TOPIC),
+            *("--property", "parse.headers=true"),
+            stdin=f"{headers}\tclose order 42\n",
+        )
+        assert produced.returncode == 0, produced.stderr
+        sent = subprocess.run(
+            [*cli, "send", "orders.timeout", "close order 43", "--delay", "2s", "--key", "43",
+             "--kafka", brokers, "--redis-url", own_redis.url],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        due_ms = {fields["id"]: int(fields["deliver_at_ms"])}
+        due_ms[sent.stdout.strip()] = deliver_at_ms_of(sent.stdout.strip())
+        consumed = kafka_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            *("--bootstrap-server", brokers, "--topic", "orders.timeout", "--from-beginning"),
+            *("--max-messages", "2", "--timeout-ms", "120000"),
+            *("--property", "print.headers=true", "--property", "print.timestamp=true"),
+            timeout_s=150,
+        )
+        assert consumed.returncode == 0, (consumed.stderr, scheduler)
+    bodies = set()
+    for line in consumed.stdout.strip().splitlines():
+        # CreateTime:<ms>\t<headers>\t<value>
+        stamp, printed_headers, value = line.split("\t")
+        found = dict(h.split(":", 1) for h in printed_headers.split(","))
+        assert int(stamp.removeprefix("CreateTime:")) >= due_ms[found[records.ID_HEADER]], "early"
+        bodies.add(value)
+    assert bodies == {"close order 42", "close order 43"}

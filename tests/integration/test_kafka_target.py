@@ -23,9 +23,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from delayline import Client
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.kafka import records
+from delayline.kafka.consumer import REASON_HEADER, retry_later
 from delayline.kafka.target import target_for, target_url
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
+from delayline.retry import RetryPolicy
 from delayline.scheduler.pump import Pump
 from delayline.timing import now_ms
 from tests.kafka.broker import kafka_broker
@@ -39,7 +41,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         address = broker.address
         admin = AdminClient({"bootstrap.servers": address})
         for future in admin.create_topics(
-            [NewTopic("orders", 3, 1), NewTopic("sunk", 1, 1)]
+            [NewTopic(t, 3, 1) for t in ("orders", "sunk", "retried", "retried.DLQ")]
         ).values():
             future.result(30)
         yield address
@@ -167,3 +169,31 @@ def test_a_topic_kafka_does_not_have_keeps_its_message_as_a_reject(
     assert not raw_redis.hexists(keys.journal(deliver_at_ms_of(message_id)), message_id)
     assert raw_redis.hget(keys.STATS, "rejected") == b"1"
     assert raw_redis.xlen(keys.UNSHARDED.ready) == 0
+
+
+def test_a_consumer_retries_a_record_as_its_next_attempt_then_dead_letters_it(
+    kafka_redis: str, brokers: str
+) -> None:
+    pump = Pump(kafka_redis, journal_ttl_s=3_600)
+    pump.start()
+    policy = RetryPolicy([200])  # one retry, 200 ms later
+    try:
+        with Client(kafka_redis) as client:
+            first_id = client.send("retried", b"payload", key="k", headers={"trace": "t"})
+            [first] = consume(brokers, "retried", 1)
+            assert retry_later(client, first, policy=policy) is True
+            [_, second] = consume(brokers, "retried", 2)
+            assert retry_later(client, second, policy=policy) is False
+            [dead] = consume(brokers, "retried.DLQ", 1)
+    finally:
+        pump.stop()
+    headers = [dict(record.headers() or []) for record in (first, second, dead)]
+    assert headers[0][records.ID_HEADER] == first_id.encode()
+    assert [h[records.ATTEMPT_HEADER] for h in headers] == [b"1", b"2", b"2"]
+    # The retry is a new message, due the policy's delay after the first was delivered.
+    assert headers[1][records.ID_HEADER] != first_id.encode()
+    first_delivered_ms = int(headers[0][records.DELIVERED_AT_HEADER])
+    assert int(headers[1][records.DELIVER_AT_HEADER]) >= first_delivered_ms + 200
+    for record, header in zip((second, dead), headers[1:], strict=True):
+        assert (record.value(), record.key(), header["trace"]) == (b"payload", b"k", b"t")
+    assert headers[2][REASON_HEADER] == b"no retries left after 1"

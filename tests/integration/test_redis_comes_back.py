@@ -21,6 +21,7 @@ from delayline.redis.embedded import EmbeddedRedis
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
+from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
 from tests.support import free_port, wait_for
@@ -220,7 +221,9 @@ def test_raw_cancels_waiting_in_the_inbound_stream_are_recorded_first(
     raw.xadd(keys.INBOUND, {"v": "2", "op": "cancel", "id": other})  # not a v1 cancel
     raw.xadd(keys.INBOUND, {"v": "1", "op": "cancel", "id": "not-an-id"})
     inbound = InboundStream.from_url(redis_url)
-    record_waiting_cancels(inbound, retention_ms=60_000, inbound_shards=1)
+    record_waiting_cancels(
+        inbound, SchedulerSettings(redis_url=redis_url, journal_retention_ms=60_000)
+    )
     requested = raw.hkeys(keys.cancel_requests(due_ms))
     # "~<id>": the forecast took the message out already (see lua/pending.lua).
     assert sorted(requested) == [cancelled.encode(), b"~" + cancelled.encode()]

@@ -46,6 +46,24 @@ def server_properties(directory: Path, port: int, controller_port: int) -> str:
     )
 
 
+def java_command() -> list[str]:
+    """Java, from JAVA_HOME if it is set."""
+    if "JAVA_HOME" in os.environ:
+        return [os.path.join(os.environ["JAVA_HOME"], "bin", "java")]
+    return ["java"]
+
+
+def kafka_tool(
+    main_class: str, *args: str, stdin: str = "", timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools (``org.apache.kafka.tools.ConsoleProducer``,
+    ...) from the jars, as its ``bin/*.sh`` script would."""
+    return subprocess.run(
+        [*java_command(), "-cp", f"{JARS}/*", main_class, *args],
+        input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class KafkaBroker:
     """A running broker: where it listens (``host:port``), and its process."""
@@ -64,11 +82,7 @@ def kafka_broker(directory: Path) -> Iterator[KafkaBroker]:
     port, controller_port = free_port(), free_port()
     config = directory / "server.properties"
     config.write_text(server_properties(directory, port, controller_port))
-    java = (
-        [os.path.join(os.environ["JAVA_HOME"], "bin", "java")]
-        if "JAVA_HOME" in os.environ
-        else ["java"]
-    )
+    java = java_command()
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     # "=": a random id may start with "-", which would read as an option.
     formatted = subprocess.run(

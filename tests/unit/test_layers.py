@@ -22,6 +22,8 @@ PURE_CORE = (
     "delayline.errors",
     "delayline.forecast",
     "delayline.ids",
+    "delayline.kafka",
+    "delayline.kafka.records",
     "delayline.listing",
     "delayline.metrics",
     "delayline.model",
@@ -133,6 +135,22 @@ def test_client_commands_work_without_the_server_extra() -> None:
     assert done.returncode == 0, done.stderr
     assert "Usage: " in done.stdout
     assert "send" in done.stdout
+
+
+def test_sending_through_kafka_without_confluent_kafka_names_the_extra() -> None:
+    done = run_blocked(
+        SERVER_MODULES,
+        """
+        from delayline import Client
+        from delayline.errors import ConfigurationError
+        try:
+            Client(kafka="127.0.0.1:9")
+        except ConfigurationError as exc:
+            print(exc)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'delayline[kafka]'" in done.stdout
 
 
 def test_server_commands_without_the_extra_name_it_in_one_line() -> None:

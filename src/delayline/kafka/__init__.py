@@ -1,2 +1,3 @@
-"""Kafka topics as delivery targets: a due message's Kafka record, and the producer
-that writes ready messages to their topics."""
+"""Kafka in and out: the records' layouts, the SDK's producer to the inbound topic,
+the scheduler source's reads of it, the producer of due messages to their topics,
+and the consumer's retry."""

@@ -29,7 +29,7 @@ from delayline.scheduler.pump import Pump
 from delayline.scheduler.quiet import QuietSpells
 from delayline.scheduler.session import build_session, runs_locally
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import record_waiting_cancels
+from delayline.scheduler.source import kafka_inbound_for, record_waiting_cancels
 from delayline.timing import to_epoch_ms
 
 #: How long stopping waits for an unavailable Redis before it stops anyway (ms).
@@ -90,9 +90,7 @@ class Scheduler:
                 keys.read_layout(max(history)), None if kafka is None else target_url(kafka)
             )
             self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
-            record_waiting_cancels(
-                self._inbound, self.settings.journal_retention_ms, self.settings.inbound_shards
-            )
+            record_waiting_cancels(self._inbound, self.settings)
             for shard in keys.read_layout(max(history)):
                 if shard not in keys.layout(self.settings.inbound_shards):
                     retired = self._pump(shard)
@@ -105,11 +103,18 @@ class Scheduler:
 
         The pump goes first: after a crash, what waits in the outbox is due
         within the lead and needs no Spark, so it is delivered while the JVM
-        starts (tens of seconds) rather than after. Raises JavaNotFoundError,
-        ConfigurationError or SchedulerError.
+        starts (tens of seconds) rather than after. With ``--kafka``, the inbound
+        topic is created first if missing. Raises JavaNotFoundError,
+        ConfigurationError, TransportError (Kafka) or SchedulerError.
         """
+        kafka = self.settings.kafka
+        if kafka is not None:
+            # Before the pumps: _prepare reads the topic for raw cancels.
+            kafka_inbound_for(kafka, self.settings.kafka_inbound_topic).ensure_topic(
+                self.settings.source_partitions
+            )
         self.start_pumps()
-        if self.settings.kafka is not None:
+        if kafka is not None:
             # Until _prepare records the shards' target, the query's sink would write
             # due messages to Redis streams rather than ready them for Kafka.
             self._wait_prepared()

@@ -13,6 +13,7 @@ from typing import Any
 
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.errors import ConfigurationError
+from delayline.kafka.records import INBOUND_TOPIC
 from delayline.timing import HORIZON_MS, MAX_SHARDS, Wheel
 from delayline.validation import Limits
 
@@ -138,8 +139,13 @@ class SchedulerSettings:
     )
     kafka: str | None = option(
         None,
-        "Deliver due messages to the Kafka topics of these brokers (host:port,...), at least "
-        "once, instead of to Redis streams. The inbound side stays in Redis.",
+        "Kafka brokers (host:port,...): read producers' records from the Kafka inbound topic "
+        "too, and deliver due messages to Kafka topics (at least once) instead of to Redis "
+        "streams.",
+    )
+    kafka_inbound_topic: str = option(
+        INBOUND_TOPIC,
+        "With --kafka, the topic producers write records to; created if missing.",
     )
     cancel_retention_ms: int = option(
         3_600_000, "How long a cancel is kept after its slot is due, for a late message, ms."

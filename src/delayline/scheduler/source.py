@@ -5,10 +5,12 @@ one per inbound stream: ``id`` for ``delayline:inbound`` and, with inbound shard
 ``id.<n>`` for shard n's stream. A batch is exactly the entries in
 ``(start, end]`` of each, so ``XRANGE`` replays it after a crash. The default
 stream is read in ``source_partitions`` ranges, each shard's stream in one.
+With ``--kafka``, each partition of the Kafka inbound topic is one more feed,
+``kafka:<topic>:<partition>``, whose offsets are Kafka's (``[start, end)``).
 Admission control caps a batch at ``max_batch_rows`` (``ReadMaxRows``), shared
-evenly by the streams. Once Spark commits a batch, its ranges are trimmed from
-the streams, so Redis memory does not grow with the number of pending messages:
-they live in the scheduler's state.
+evenly by the feeds. Once Spark commits a batch, its ranges are trimmed from
+the streams (and committed to the Kafka group), so Redis memory does not grow
+with the number of pending messages: they live in the scheduler's state.
 
 The offset changes, and so a batch runs, only for new input, a new run, a state
 timer that is due (the processor records each timer it sets in Redis), or
@@ -18,6 +20,7 @@ timer that is due (the processor records each timer it sets in Redis), or
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -28,6 +31,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from delayline import ids
+from delayline.errors import TransportError
+from delayline.kafka.inbound import KafkaInbound
 from delayline.model import OP_CANCEL, OP_RESCHEDULE, RECORD_VERSION
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
@@ -46,6 +51,8 @@ SOURCE_ARROW = pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())])
 MAX_SEQ = 2**64 - 1
 START_ID = "0-0"
 
+log = logging.getLogger(__name__)
+
 
 def waiting_cancels(
     entries: Iterable[tuple[str, Mapping[bytes, bytes]]],
@@ -63,17 +70,27 @@ def waiting_cancels(
     return found
 
 
-def record_waiting_cancels(inbound: InboundStream, retention_ms: int, inbound_shards: int) -> None:
-    """Record a cancel request for each raw cancel that waits in an inbound stream.
+def record_waiting_cancels(inbound: InboundStream, settings: SchedulerSettings) -> None:
+    """Record a cancel request for each raw cancel that waits in an inbound stream,
+    or in the Kafka inbound topic past the group's offsets.
 
     After a crash, the pump delivers what waits in the outbox before Spark is
-    up to read the inbound stream, so a raw cancel sent during the downtime
-    would lose to it; this runs first. The stream holds only what Spark has
-    not committed, so the scan is short.
+    up to read the inbound side, so a raw cancel sent during the downtime
+    would lose to it; this runs first. The streams hold only what Spark has
+    not committed, so the scan is short; so is the topic's, past the offsets
+    committed with Spark's last batch.
     """
-    for stream in keys.inbound_streams(inbound_shards):
+    retention_ms, shards = settings.journal_retention_ms, settings.inbound_shards
+    for stream in keys.inbound_streams(shards):
         waiting = waiting_cancels(inbound.read(START_ID, "+", stream=stream))
-        inbound.record_cancel_requests(waiting, retention_ms, inbound_shards)
+        inbound.record_cancel_requests(waiting, retention_ms, shards)
+    if settings.kafka is not None:
+        topic = kafka_inbound_for(settings.kafka, settings.kafka_inbound_topic)
+        partitions = topic.partitions()
+        ends = topic.ends(partitions)
+        for partition, start in topic.starts(partitions).items():
+            waiting = waiting_cancels(topic.read(partition, start, ends[partition]))
+            inbound.record_cancel_requests(waiting, retention_ms, shards)
 
 
 @cache
@@ -92,6 +109,12 @@ def store_for(url: str) -> DeliveryStore:
     """One store client per URL per Python worker, for the hand-off and the sink;
     as patient as :func:`inbound_for`, for the same reason."""
     return DeliveryStore.from_url(url, patience_ms=None)
+
+
+@cache
+def kafka_inbound_for(brokers: str, topic: str) -> KafkaInbound:
+    """One client of the Kafka inbound topic per Python worker (and one on the driver)."""
+    return KafkaInbound(brokers, topic)
 
 
 def record_wakeups(redis_url: str, times_ms: Iterable[int]) -> None:
@@ -187,6 +210,15 @@ class InboundRange(InputPartition):
     stream: str = keys.INBOUND
 
 
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):
+    """The records ``start <= offset < end`` of ``partition`` of the Kafka inbound topic."""
+
+    partition: int
+    start: int
+    end: int
+
+
 def split_range(after_id: str, upto_id: str, parts: int) -> list[InboundRange]:
     """Split ``(after_id, upto_id]`` of the default stream into up to ``parts``
     consecutive ranges by time."""
@@ -202,6 +234,11 @@ def offset_fields(inbound_shards: int) -> list[tuple[str, str]]:
     ``id.<n>`` for shard n's."""
     default, *shards = keys.inbound_streams(inbound_shards)
     return [("id", default), *((f"id.{shard}", stream) for shard, stream in enumerate(shards))]
+
+
+def kafka_prefix(topic: str) -> str:
+    """The offset field of partition p of the Kafka inbound ``topic`` is this and p."""
+    return f"kafka:{topic}:"
 
 
 class InboundSource(DataSource):
@@ -228,9 +265,24 @@ class InboundReader(DataSourceStreamReader):
         self._run_token = run_token
         self._streams = offset_fields(settings.inbound_shards)
         self._trimmed_upto = dict.fromkeys([field for field, _ in self._streams], START_ID)
+        self._kafka_committed: dict[int, int] = {}
+
+    def _kafka(self) -> KafkaInbound | None:
+        settings = self._settings
+        if settings.kafka is None:
+            return None
+        return kafka_inbound_for(settings.kafka, settings.kafka_inbound_topic)
 
     def initialOffset(self) -> dict[str, str]:
-        return {field: START_ID for field, _ in self._streams}
+        offsets = {field: START_ID for field, _ in self._streams}
+        topic = self._kafka()
+        if topic is not None:
+            # A new checkpoint (a drain's) goes on where the group, so the old one, stopped;
+            # a partition found later starts at its first record.
+            starts = topic.starts(topic.partitions())
+            prefix = kafka_prefix(topic.topic)
+            offsets.update({f"{prefix}{p}": str(at) for p, at in starts.items()})
+        return offsets
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self._settings.max_batch_rows)
@@ -252,6 +304,10 @@ class InboundReader(DataSourceStreamReader):
             if last is None or id_order(last) <= id_order(begun[field]):
                 last = begun[field]
             ends[field] = last
+        if self._kafka() is not None:
+            kafka_begun, kafka_ends = self._kafka_ends(start, limit)
+            begun.update(kafka_begun)
+            ends.update(kafka_ends)
         now = now_ms()
         ticked_ms = int(start.get("tick", 0))
         if (
@@ -268,15 +324,46 @@ class InboundReader(DataSourceStreamReader):
             or now - ticked_ms >= self._settings.idle_batch_ms
         ):
             # Spark stamps the batch after this call: every timer due by now fires.
-            return {**ends, "run": self._run_token, "tick": str(now)}
+            # Fields of feeds not read now (a Kafka topic of an earlier run) are kept.
+            return {**start, **ends, "run": self._run_token, "tick": str(now)}
         # Spark commits a source range only when it plans the next batch, and an idle
         # query plans none; the batch that ended at ``start`` is committed by now.
         self._trim(begun)
         inbound.mark_settled(now)
         return start
 
-    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InboundRange]:
-        ranges: list[InboundRange] = []
+    def _kafka_ends(
+        self, start: Mapping[str, str], limit: ReadLimit
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(begun, ends) of the Kafka topic's partitions; with the brokers away, nothing
+        new (the Redis feeds and the timers go on)."""
+        topic = self._kafka()
+        assert topic is not None
+        prefix = kafka_prefix(topic.topic)
+        known = {f: at for f, at in start.items() if f.startswith(prefix)}
+        try:
+            partitions = topic.partitions()
+            latest = topic.ends(partitions)
+        except TransportError as exc:
+            log.warning("the Kafka inbound topic is not read for now: %s", exc)
+            return known, known
+        feeds = len(self._streams) + len(partitions)
+        begun: dict[str, str] = {}
+        ends: dict[str, str] = {}
+        for partition in partitions:
+            field = f"{prefix}{partition}"
+            # A partition new to the checkpoint starts at its first record.
+            first = int(start.get(field, 0))
+            last = max(first, latest[partition])
+            if isinstance(limit, ReadMaxRows):
+                last = min(last, first + max(1, limit.max_rows // feeds))
+            begun[field], ends[field] = str(first), str(last)
+        return begun, ends
+
+    def partitions(
+        self, start: dict[str, str], end: dict[str, str]
+    ) -> Sequence[InboundRange | KafkaRange]:
+        ranges: list[InboundRange | KafkaRange] = []
         for field, stream in self._streams:
             after_id, upto_id = start.get(field, START_ID), end.get(field, START_ID)
             if after_id == upto_id:
@@ -285,13 +372,36 @@ class InboundReader(DataSourceStreamReader):
                 ranges += split_range(after_id, upto_id, self._settings.source_partitions)
             else:  # a shard: one partition, as a Redis server would serve it
                 ranges.append(InboundRange(after_id, upto_id, stream))
+        for partition, (first, last) in self._kafka_ranges(start, end).items():
+            if first < last:
+                ranges.append(KafkaRange(partition, first, last))
         return ranges
 
+    def _kafka_ranges(
+        self, start: Mapping[str, str], end: Mapping[str, str]
+    ) -> dict[int, tuple[int, int]]:
+        """partition -> (start, end) of each Kafka inbound partition in ``end``."""
+        topic = self._kafka()
+        if topic is None:
+            return {}
+        prefix = kafka_prefix(topic.topic)
+        return {
+            int(field.removeprefix(prefix)): (int(start.get(field, 0)), int(last))
+            for field, last in end.items()
+            if field.startswith(prefix)
+        }
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, InboundRange)
         settings = self._settings
         inbound = inbound_for(settings.redis_url)
-        entries = inbound.read(partition.after_id, partition.upto_id, stream=partition.stream)
+        entries: Iterable[tuple[str, Mapping[bytes, bytes]]]
+        if isinstance(partition, KafkaRange):
+            topic = self._kafka()
+            assert topic is not None
+            entries = topic.read(partition.partition, partition.start, partition.end)
+        else:
+            assert isinstance(partition, InboundRange)
+            entries = inbound.read(partition.after_id, partition.upto_id, stream=partition.stream)
         batch = sort_inbound(entries, settings)
         task = current_batch_task()
         # A raw cancel must also stop a message that already left Spark's state for
@@ -331,10 +441,21 @@ class InboundReader(DataSourceStreamReader):
         self._trim(end)
 
     def _trim(self, upto: Mapping[str, str]) -> None:
-        """Trim each stream up to its id in ``upto``, unless done already."""
+        """Trim each stream up to its id in ``upto``, and commit the Kafka offsets in
+        it to the group, unless done already."""
         inbound = inbound_for(self._settings.redis_url)
         for field, stream in self._streams:
             upto_id = upto.get(field, START_ID)
             if upto_id not in (START_ID, self._trimmed_upto[field]):
                 inbound.trim(upto_id, stream=stream)
                 self._trimmed_upto[field] = upto_id
+        topic = self._kafka()
+        done = {p: last for p, (_, last) in self._kafka_ranges(upto, upto).items()}
+        if topic is None or done == self._kafka_committed:
+            return
+        try:
+            topic.commit(done)
+        except TransportError as exc:  # only Kafka's tools and a next checkpoint read them
+            log.warning("the Kafka group's offsets are not committed for now: %s", exc)
+            return
+        self._kafka_committed = done
