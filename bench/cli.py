@@ -14,8 +14,8 @@ python -m bench floor                 # PSS of the query's process model doing n
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
-python -m bench run --systems delayline,delayline-kafka,kafka-pause \
-    --workloads steady,capacity --out bench/results/kafka   # Kafka out, and peers (~16 min)
+python -m bench run --systems delayline,delayline-kafka,delayline-kafka-in,kafka-pause \
+    --workloads steady,capacity --out bench/results/kafka   # Kafka in and out (~22 min)
 
 ``run`` prints its plan with an estimate of each step's wall time before it
 starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own

@@ -3,6 +3,9 @@ and the Kafka-native alternative a user could build instead.
 
 - ``delayline-kafka``: delayline as in ``delayline_sys`` (the SDK's ``send_many``),
   its topics a Kafka broker's.
+- ``delayline-kafka-in``: Kafka in and out. The SDK's ``send_many`` through
+  ``Client(kafka=...)`` produces to the inbound topic (3 partitions), which
+  the scheduler reads; due messages go to the Kafka topic as above.
 - ``kafka-pause``: the design the founding Kafka delay-queue text rejected, at its
   best. Producers write each job to a delay topic with its due time in a
   header; one consumer forwards a record to the target topic once it is due.
@@ -32,6 +35,8 @@ from tests.kafka.broker import KafkaBroker, kafka_broker
 from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.delayline_sys import TOPIC, DelaylineSystem
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
+from delayline import Client
+from delayline.kafka.records import INBOUND_TOPIC
 
 #: The pause design's input topic.
 DELAY_TOPIC = "bench.delay"
@@ -61,10 +66,12 @@ def receive_args(brokers: str) -> list[str]:
 
 class DelaylineKafkaSystem(DelaylineSystem):
     name = "delayline-kafka"
+    #: The topics made before the scheduler starts.
+    topics: tuple[str, ...] = (TOPIC,)
 
     def start(self) -> None:
         self._broker = ExitStack()
-        self.kafka = start_broker(self._broker, self, [TOPIC])
+        self.kafka = start_broker(self._broker, self, self.topics)
         self.brokers = self.kafka.address
         self.run_options = (*self.run_options, "--kafka", self.brokers)
         super().start()
@@ -81,6 +88,16 @@ class DelaylineKafkaSystem(DelaylineSystem):
             super().stop()
         finally:
             self._broker.close()
+
+
+class DelaylineKafkaInSystem(DelaylineKafkaSystem):
+    name = "delayline-kafka-in"
+    topics = (TOPIC, INBOUND_TOPIC)
+
+    def start(self) -> None:
+        super().start()
+        self._client.close()
+        self._client = Client(self.redis_url, kafka=self.brokers)
 
 
 class KafkaPauseSystem(System):

@@ -35,6 +35,7 @@ from tests.e2e.harness import (
     TOPICS,
     Arrival,
     SchedulerProcess,
+    Workload,
     check_at_least_once,
     kill_at,
     pipeline_state,
@@ -95,6 +96,32 @@ class KafkaArrivals:
         self._consumer.close()
 
 
+def kill_and_check(
+    runs: ExitStack,
+    first: SchedulerProcess,
+    args: list[str],
+    raw: redis.Redis,
+    data_dir: Path,
+    workload: Workload,
+    received: KafkaArrivals,
+) -> None:
+    """Kill ``first`` while deliveries flow, start it again, and check that every
+    message reaches Kafka at least once, none early, none cancelled."""
+    kill_at(first, data_dir, in_flight=True)
+    second = runs.enter_context(SchedulerProcess(args))
+    wait_for(
+        lambda: settled(raw, workload) and len(received()) >= len(workload.expected),
+        120,
+        "every message to be settled",
+        [first, second],
+        details=lambda: pipeline_state(raw, data_dir),
+    )
+    repeats = check_at_least_once(raw, workload, received())
+    # The kill catches at most one flush of each pump: Kafka acknowledged it,
+    # Redis never settled it, and the restart produces it again.
+    assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
+
+
 def test_kafka_topics_get_every_message_at_least_once_across_a_kill(
     own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path, brokers: str
 ) -> None:
@@ -106,19 +133,7 @@ def test_kafka_topics_get_every_message_at_least_once_across_a_kill(
         first = runs.enter_context(SchedulerProcess(args))
         workload = send_workload(own_redis.url, max_delay_ms=15_000)
         wait_for(lambda: len(received()) >= 200, 60, "the first deliveries", [first])
-        kill_at(first, data_dir, in_flight=True)
-        second = runs.enter_context(SchedulerProcess(args))
-        wait_for(
-            lambda: settled(own_raw, workload) and len(received()) >= len(workload.expected),
-            120,
-            "every message to be settled",
-            [first, second],
-            details=lambda: pipeline_state(own_raw, data_dir),
-        )
-        repeats = check_at_least_once(own_raw, workload, received())
-        # The kill catches at most one flush of each pump: Kafka acknowledged it,
-        # Redis never settled it, and the restart produces it again.
-        assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
+        kill_and_check(runs, first, args, own_raw, data_dir, workload, received)
     # No Redis stream was written for a topic.
     assert not any(own_raw.exists(topic) for topic in TOPICS)
 
@@ -157,17 +172,7 @@ def test_kafka_in_and_out_every_message_at_least_once_across_a_kill(
         wait_for(lambda: len(received()) >= 200, 90, "the first deliveries", [first])
         producer.send(inbound[1_000:])
         producer.close()
-        kill_at(first, data_dir, in_flight=True)
-        second = runs.enter_context(SchedulerProcess(args))
-        wait_for(
-            lambda: settled(own_raw, workload) and len(received()) >= len(workload.expected),
-            120,
-            "every message to be settled",
-            [first, second],
-            details=lambda: pipeline_state(own_raw, data_dir),
-        )
-        repeats = check_at_least_once(own_raw, workload, received())
-        assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
+        kill_and_check(runs, first, args, own_raw, data_dir, workload, received)
         # Status answers for a message that came in through Kafka.
         with Client(own_redis.url) as client:
             assert client.status(sdk[-1].id).state == "delivered"

@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from delayline.errors import TransportError
 from delayline.kafka import records
+from delayline.kafka.producing import produce
 
 #: How long a send waits for the brokers' acknowledgement, s.
 ACK_TIMEOUT_S = 30.0
@@ -50,20 +51,10 @@ class KafkaInboundProducer:
 
         for fields in batch:
             record = records.to_inbound(fields, self.topic)
-            while True:
-                try:
-                    self._producer.produce(
-                        record.topic,
-                        value=record.value,
-                        key=record.key,
-                        headers=record.headers,
-                        on_delivery=on_delivery,
-                    )
-                    break
-                except BufferError:  # the local queue is full: let it drain
-                    self._producer.poll(0.1)
-                except KafkaException as exc:  # refused before it left: too large, bad name
-                    raise TransportError(f"cannot send to Kafka at {self.brokers}: {exc}") from exc
+            try:
+                produce(self._producer, record, on_delivery)
+            except KafkaException as exc:  # refused before it left: too large, bad name
+                raise TransportError(f"cannot send to Kafka at {self.brokers}: {exc}") from exc
         left = self._producer.flush(ACK_TIMEOUT_S)
         if left or failed:
             reason = failed[0] if failed else f"{left} not acknowledged in {ACK_TIMEOUT_S:g} s"

@@ -11,16 +11,14 @@ carrying its id (kafka/records.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from delayline.errors import ConfigurationError, TransportError
 from delayline.kafka import records
+from delayline.kafka.producing import OnDelivery, produce
 from delayline.redis.store import ReadyEntry
-
-# Message is generic only in its stubs.
-OnDelivery = Callable[[KafkaError | None, "Message[bytes, bytes]"], None]
 
 #: The target of a shard whose topics are Kafka's: this and the brokers' list.
 SCHEME = "kafka:"
@@ -74,7 +72,7 @@ class KafkaTarget:
         for entry_id, fields in entries:
             record = records.from_ready(fields)
             try:
-                self._produce(record, report(entry_id))
+                produce(self._producer, record, report(entry_id))
             except KafkaException as exc:  # refused before it left: too large, bad name
                 refused[entry_id] = exc.args[0].str()
         left = self._producer.flush(MESSAGE_TIMEOUT_MS / 1000 + 5)
@@ -82,20 +80,6 @@ class KafkaTarget:
             reason = transient[0] if transient else f"{left} not acknowledged"
             raise TransportError(f"cannot deliver to Kafka at {self.brokers}: {reason}")
         return refused
-
-    def _produce(self, record: records.KafkaRecord, on_delivery: OnDelivery) -> None:
-        while True:
-            try:
-                self._producer.produce(
-                    record.topic,
-                    value=record.value,
-                    key=record.key,
-                    headers=record.headers,
-                    on_delivery=on_delivery,
-                )
-                return
-            except BufferError:  # the local queue is full: let it drain
-                self._producer.poll(0.1)
 
     def close(self) -> None:
         """Wait (a while) for what is in flight."""
