@@ -9,6 +9,7 @@ before the pump delivers anything.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import closing
@@ -20,7 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from delayline.ids import new_message_id
 from delayline.kafka import records
-from delayline.kafka.inbound import KafkaInbound
+from delayline.kafka.inbound import PLANNING_TIMEOUT_S, KafkaInbound
 from delayline.model import Cancel, Message
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
@@ -34,6 +35,7 @@ from delayline.scheduler.source import (
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.kafka.broker import kafka_broker
+from tests.support import free_port, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -114,12 +116,14 @@ def test_the_source_shares_a_batch_over_the_partitions_and_commits_to_the_group(
     # Nothing new: no batch (the offset stays), until the idle timeout.
     reader.commit(everything)
     assert reader.latestOffset(everything, ReadMaxRows(6)) == everything
-    # A new checkpoint (after a drain) starts where the group says.
-    assert InboundReader(settings, run_token="new").initialOffset() == {
-        "id": "0-0",
-        f"{prefix}0": "10",
-        f"{prefix}1": "4",
-    }
+    # A new checkpoint (after a drain) starts where the group says, once the
+    # commit (sent without waiting) has landed.
+    committed = {"id": "0-0", f"{prefix}0": "10", f"{prefix}1": "4"}
+    wait_for(
+        lambda: InboundReader(settings, run_token="new").initialOffset() == committed,
+        10,
+        "the group's offsets",
+    )
 
 
 def test_an_offset_from_before_kafka_reads_the_topic_from_its_start_and_keeps_other_fields(
@@ -143,6 +147,7 @@ def test_raw_cancels_past_the_group_offsets_are_recorded_at_a_start(
     committed, waiting = new_message_id(due_ms), new_message_id(due_ms)
     produce(brokers, topic.topic, 0, [Cancel(id=committed, sent_at_ms=now_ms()).to_record()])
     topic.commit({0: 1})
+    wait_for(lambda: topic.starts([0]) == {0: 1}, 10, "the group's offset")
     produce(brokers, topic.topic, 0, [Cancel(id=waiting, sent_at_ms=now_ms()).to_record()])
     produce(brokers, topic.topic, 1, [{b"v": b"1", b"op": b"cancel", b"id": b"not-an-id"}])
     settings = SchedulerSettings(
@@ -153,3 +158,22 @@ def test_raw_cancels_past_the_group_offsets_are_recorded_at_a_start(
     requested = redis.Redis.from_url(redis_url).hkeys(keys.cancel_requests(due_ms))
     # Only the one Spark has not committed: the other took effect in its batch.
     assert {r.decode().lstrip("~") for r in requested} == {waiting}
+
+
+def test_with_the_brokers_away_the_redis_feeds_go_on_and_kafka_is_asked_again_later(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    raw_redis.xadd(keys.INBOUND, dict(message().to_record()))  # type: ignore[arg-type]
+    settings = SchedulerSettings(redis_url=redis_url, kafka=f"127.0.0.1:{free_port()}")
+    reader = InboundReader(settings, run_token="run")
+    start = {"id": "0-0", "run": "run", "tick": str(now_ms()), "kafka:delayline.inbound:0": "5"}
+    began = time.monotonic()
+    end = reader.latestOffset(start, ReadMaxRows(100))
+    # The Redis stream's record is planned, the Kafka offset kept as it was.
+    assert end["id"] != "0-0"
+    assert end["kafka:delayline.inbound:0"] == "5"
+    assert time.monotonic() - began < PLANNING_TIMEOUT_S + 2
+    # Within the pause, the brokers are not asked at all.
+    began = time.monotonic()
+    assert reader.latestOffset(end, ReadMaxRows(100))["kafka:delayline.inbound:0"] == "5"
+    assert time.monotonic() - began < 0.5

@@ -32,6 +32,8 @@ T = TypeVar("T")
 GROUP = "delayline-scheduler"
 #: How long one metadata or offsets request may take, s.
 REQUEST_TIMEOUT_S = 10.0
+#: The same, while a batch is planned: the Redis feeds and the timers wait for it.
+PLANNING_TIMEOUT_S = 1.0
 #: A read that waits for the brokers says so this often, s.
 _WAIT_REPORT_S = 30.0
 
@@ -74,10 +76,10 @@ class KafkaInbound:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise TransportError(f"cannot create Kafka topic {self.topic}: {exc}") from exc
 
-    def partitions(self) -> list[int]:
+    def partitions(self, timeout_s: float = REQUEST_TIMEOUT_S) -> list[int]:
         """The topic's partitions. Raises ConfigurationError if it does not exist,
-        TransportError if the brokers do not answer."""
-        found = self._partitions_or_none()
+        TransportError if the brokers do not answer within ``timeout_s``."""
+        found = self._partitions_or_none(timeout_s)
         if found is None:
             raise ConfigurationError(
                 f"Kafka topic {self.topic} does not exist at {self.brokers}: create it, "
@@ -85,20 +87,20 @@ class KafkaInbound:
             )
         return found
 
-    def _partitions_or_none(self) -> list[int] | None:
-        metadata = self._kafka("read the topic's metadata", self._topic_metadata)
+    def _partitions_or_none(self, timeout_s: float = REQUEST_TIMEOUT_S) -> list[int] | None:
+        metadata = self._kafka(
+            "read the topic's metadata",
+            lambda: self._admin.list_topics(self.topic, timeout=timeout_s),
+        )
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None:
             return None
         return sorted(topic.partitions)
 
-    def _topic_metadata(self):  # type: ignore[no-untyped-def]  # ClusterMetadata is untyped
-        return self._admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S)
-
-    def ends(self, partitions: list[int]) -> dict[int, int]:
+    def ends(self, partitions: list[int], timeout_s: float = REQUEST_TIMEOUT_S) -> dict[int, int]:
         """Each partition's end: the offset after its last committed record."""
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        return self._list_offsets(partitions, latest)
+        return self._list_offsets(partitions, latest, timeout_s)
 
     def starts(self, partitions: list[int]) -> dict[int, int]:
         """Where a partition new to the checkpoint starts: the group's committed offset,
@@ -114,17 +116,19 @@ class KafkaInbound:
         missing = [p for p in partitions if p not in starts]
         if missing:
             earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-            starts.update(self._list_offsets(missing, earliest))
+            starts.update(self._list_offsets(missing, earliest, REQUEST_TIMEOUT_S))
         return starts
 
-    def _list_offsets(self, partitions: list[int], spec: OffsetSpec) -> dict[int, int]:
+    def _list_offsets(
+        self, partitions: list[int], spec: OffsetSpec, timeout_s: float
+    ) -> dict[int, int]:
         if not partitions:
             return {}
         asked = {TopicPartition(self.topic, p): spec for p in partitions}
 
         def call() -> dict[int, int]:
-            futures = self._admin.list_offsets(asked, request_timeout=REQUEST_TIMEOUT_S)
-            return {tp.partition: f.result().offset for tp, f in futures.items()}
+            futures = self._admin.list_offsets(asked, request_timeout=timeout_s)
+            return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
 
         return self._kafka("list the topic's offsets", call)
 
@@ -170,12 +174,14 @@ class KafkaInbound:
             self._consumer.unassign()
 
     def commit(self, offsets: Mapping[int, int]) -> None:
-        """Commit ``offsets`` (partition -> next offset) to the group."""
+        """Commit ``offsets`` (partition -> next offset) to the group, without waiting:
+        the checkpoint holds the offsets that count, and a commit must not hold the
+        batches while the brokers are away."""
         done = [TopicPartition(self.topic, p, offset) for p, offset in offsets.items()]
         if done:
             self._kafka(
                 "commit the group's offsets",
-                lambda: self._consumer.commit(offsets=done, asynchronous=False),
+                lambda: self._consumer.commit(offsets=done, asynchronous=True),
             )
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -31,8 +32,8 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from delayline import ids
-from delayline.errors import TransportError
-from delayline.kafka.inbound import KafkaInbound
+from delayline.errors import ConfigurationError, TransportError
+from delayline.kafka.inbound import PLANNING_TIMEOUT_S, KafkaInbound
 from delayline.model import OP_CANCEL, OP_RESCHEDULE, RECORD_VERSION
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
@@ -52,6 +53,10 @@ MAX_SEQ = 2**64 - 1
 START_ID = "0-0"
 
 log = logging.getLogger(__name__)
+
+#: After the brokers failed to answer while a batch was planned, how long the source
+#: plans without the Kafka inbound topic before it asks again (s).
+KAFKA_RETRY_S = 5.0
 
 
 def waiting_cancels(
@@ -266,6 +271,8 @@ class InboundReader(DataSourceStreamReader):
         self._streams = offset_fields(settings.inbound_shards)
         self._trimmed_upto = dict.fromkeys([field for field, _ in self._streams], START_ID)
         self._kafka_committed: dict[int, int] = {}
+        # (monotonic s) Until then the brokers are taken as away: see _kafka_ends.
+        self._kafka_away_until = 0.0
 
     def _kafka(self) -> KafkaInbound | None:
         settings = self._settings
@@ -341,11 +348,15 @@ class InboundReader(DataSourceStreamReader):
         assert topic is not None
         prefix = kafka_prefix(topic.topic)
         known = {f: at for f, at in start.items() if f.startswith(prefix)}
+        if time.monotonic() < self._kafka_away_until:
+            return known, known
         try:
-            partitions = topic.partitions()
-            latest = topic.ends(partitions)
-        except TransportError as exc:
-            log.warning("the Kafka inbound topic is not read for now: %s", exc)
+            partitions = topic.partitions(PLANNING_TIMEOUT_S)
+            latest = topic.ends(partitions, PLANNING_TIMEOUT_S)
+        except (TransportError, ConfigurationError) as exc:
+            # Asked again after a pause, so that an outage does not slow every batch.
+            self._kafka_away_until = time.monotonic() + KAFKA_RETRY_S
+            log.warning("the Kafka inbound topic is not read for %g s: %s", KAFKA_RETRY_S, exc)
             return known, known
         feeds = len(self._streams) + len(partitions)
         begun: dict[str, str] = {}
@@ -453,6 +464,8 @@ class InboundReader(DataSourceStreamReader):
         done = {p: last for p, (_, last) in self._kafka_ranges(upto, upto).items()}
         if topic is None or done == self._kafka_committed:
             return
+        if time.monotonic() < self._kafka_away_until:
+            return  # committed once the brokers answer again
         try:
             topic.commit(done)
         except TransportError as exc:  # only Kafka's tools and a next checkpoint read them
