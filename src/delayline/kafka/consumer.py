@@ -10,7 +10,8 @@ reason in a ``dead-letter-reason`` header, as the Redis consumer's does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Sequence
+from typing import Protocol, cast
 
 from confluent_kafka import Message as KafkaMessage
 
@@ -19,9 +20,16 @@ from delayline.kafka import records
 from delayline.model import Message
 from delayline.plans.consuming import dlq_topic
 from delayline.retry import RetryPolicy
+from delayline.validation import Limits
 
-if TYPE_CHECKING:
-    from delayline.client import Client
+
+class Sender(Protocol):
+    """What sends the retry: a ``Client`` (with ``kafka=`` or not)."""
+
+    limits: Limits
+
+    def send_many(self, messages: Sequence[Message]) -> list[str]: ...
+
 
 #: The header that says why a dead letter is one.
 REASON_HEADER = "dead-letter-reason"
@@ -29,7 +37,7 @@ _DEFAULT_POLICY = RetryPolicy()
 
 
 def retry_later(
-    client: Client,
+    client: Sender,
     record: KafkaMessage[bytes, bytes],
     *,
     policy: RetryPolicy = _DEFAULT_POLICY,
