@@ -1,7 +1,7 @@
 """``delayline run --kafka``: due messages go to a real Kafka broker's topics.
 
 The standard workload (near and far messages, a burst, cancels, raw records of
-every kind of wrong) goes in through Redis, or through the Kafka inbound topic;
+every kind of wrong) goes in through the Kafka inbound topic and through Redis;
 the scheduler is killed (SIGKILL) while deliveries flow, and started again.
 Every message reaches its Kafka topic at least once, keyed by its key, none
 early, none of the cancelled ones; a repeat is possible only for a message the
@@ -27,6 +27,7 @@ from delayline.ids import deliver_at_ms_of
 from delayline.kafka import records
 from delayline.kafka.producer import KafkaInboundProducer
 from delayline.model import Message
+from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.pump import PUMP_BATCH
 from delayline.timing import now_ms
@@ -35,11 +36,9 @@ from tests.e2e.harness import (
     TOPICS,
     Arrival,
     SchedulerProcess,
-    Workload,
     check_at_least_once,
     kill_at,
     pipeline_state,
-    send_workload,
     settled,
     wait_for,
     workload_records,
@@ -96,54 +95,13 @@ class KafkaArrivals:
         self._consumer.close()
 
 
-def kill_and_check(
-    runs: ExitStack,
-    first: SchedulerProcess,
-    args: list[str],
-    raw: redis.Redis,
-    data_dir: Path,
-    workload: Workload,
-    received: KafkaArrivals,
-) -> None:
-    """Kill ``first`` while deliveries flow, start it again, and check that every
-    message reaches Kafka at least once, none early, none cancelled."""
-    kill_at(first, data_dir, in_flight=True)
-    second = runs.enter_context(SchedulerProcess(args))
-    wait_for(
-        lambda: settled(raw, workload) and len(received()) >= len(workload.expected),
-        120,
-        "every message to be settled",
-        [first, second],
-        details=lambda: pipeline_state(raw, data_dir),
-    )
-    repeats = check_at_least_once(raw, workload, received())
-    # The kill catches at most one flush of each pump: Kafka acknowledged it,
-    # Redis never settled it, and the restart produces it again.
-    assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
-
-
-def test_kafka_topics_get_every_message_at_least_once_across_a_kill(
-    own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path, brokers: str
-) -> None:
-    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
-    args += ["--kafka", brokers]
-    received = KafkaArrivals(brokers)
-    with ExitStack() as runs:
-        runs.callback(received.close)
-        first = runs.enter_context(SchedulerProcess(args))
-        workload = send_workload(own_redis.url, max_delay_ms=15_000)
-        wait_for(lambda: len(received()) >= 200, 60, "the first deliveries", [first])
-        kill_and_check(runs, first, args, own_raw, data_dir, workload, received)
-    # No Redis stream was written for a topic.
-    assert not any(own_raw.exists(topic) for topic in TOPICS)
-
-
 def test_kafka_in_and_out_every_message_at_least_once_across_a_kill(
     own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path, brokers: str
 ) -> None:
     """The workload's records produced to the inbound topic's 3 partitions, raw
-    cancels and bad records among them, and a few sends through the SDK's
-    ``Client(kafka=...)``; the scheduler is killed while both read and deliver."""
+    cancels and bad records among them, then more of them written to the Redis
+    inbound stream, and a few sends through the SDK's ``Client(kafka=...)``; the
+    scheduler is killed while it reads both and delivers."""
     args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
     args += ["--kafka", brokers]
     received = KafkaArrivals(brokers)
@@ -155,6 +113,7 @@ def test_kafka_in_and_out_every_message_at_least_once_across_a_kill(
         )
         producer = KafkaInboundProducer(brokers)
         producer.send(inbound[:1_000])
+        producer.close()
         with Client(own_redis.url, kafka=brokers) as client:
             sdk = [
                 Message.create(
@@ -170,12 +129,29 @@ def test_kafka_in_and_out_every_message_at_least_once_across_a_kill(
             assert client.send_many(sdk) == [m.id for m in sdk]
         workload.messages.update((m.id, m) for m in sdk)
         wait_for(lambda: len(received()) >= 200, 90, "the first deliveries", [first])
-        producer.send(inbound[1_000:])
-        producer.close()
-        kill_and_check(runs, first, args, own_raw, data_dir, workload, received)
+        # The rest through Redis, as the SDK's Redis path and raw producers write.
+        pipe = own_raw.pipeline(transaction=False)
+        for record in inbound[1_000:]:
+            pipe.xadd(keys.INBOUND, dict(record))  # type: ignore[arg-type]
+        pipe.execute()
+        kill_at(first, data_dir, in_flight=True)
+        second = runs.enter_context(SchedulerProcess(args))
+        wait_for(
+            lambda: settled(own_raw, workload) and len(received()) >= len(workload.expected),
+            120,
+            "every message to be settled",
+            [first, second],
+            details=lambda: pipeline_state(own_raw, data_dir),
+        )
+        repeats = check_at_least_once(own_raw, workload, received())
+        # The kill catches at most one flush of each pump: Kafka acknowledged it,
+        # Redis never settled it, and the restart produces it again.
+        assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
         # Status answers for a message that came in through Kafka.
         with Client(own_redis.url) as client:
             assert client.status(sdk[-1].id).state == "delivered"
+    # No Redis stream was written for a topic.
+    assert not any(own_raw.exists(topic) for topic in TOPICS)
 
 
 def test_the_readme_quickstart_console_producer_in_console_consumer_out(

@@ -95,6 +95,21 @@ def test_records_come_back_field_for_field_in_offset_order(
     assert all(before_ms - 1000 <= int(e.split("-")[0]) <= now_ms() for e in entry_ids)
 
 
+def test_a_range_short_of_the_log_end_is_read_without_waiting_for_more(
+    brokers: str, topic: KafkaInbound
+) -> None:
+    produce(brokers, topic.topic, 0, [message().to_record() for _ in range(300)])
+    assert len(list(topic.read(0, 0, 300))) == 300  # the first read connects
+    took_s = []
+    for _ in range(3):
+        began = time.monotonic()
+        assert len(list(topic.read(0, 100, 200))) == 100
+        took_s.append(time.monotonic() - began)
+    # Waiting for a batch of records that never come (1 s), or for a fetch that
+    # waits at the log's end (500 ms), would show here.
+    assert min(took_s) < 0.25, took_s
+
+
 def test_the_source_shares_a_batch_over_the_partitions_and_commits_to_the_group(
     brokers: str, topic: KafkaInbound, redis_url: str
 ) -> None:
