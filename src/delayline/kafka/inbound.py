@@ -13,6 +13,7 @@ raw cancels that wait past them are found at a restart.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
@@ -66,18 +67,35 @@ class KafkaInbound:
         )
 
     def ensure_topic(self, partitions: int) -> None:
-        """Create the topic with ``partitions`` partitions unless it exists.
+        """Create the topic with ``partitions`` partitions unless it exists, and wait
+        until each partition has a leader (until then, listing its offsets fails).
 
-        Raises TransportError if the brokers do not answer or refuse.
+        Raises TransportError if the brokers do not answer, refuse, or elect no
+        leaders within REQUEST_TIMEOUT_S.
         """
-        if self._partitions_or_none() is not None:
-            return
-        future = self._admin.create_topics([NewTopic(self.topic, partitions)])[self.topic]
-        try:
-            future.result(REQUEST_TIMEOUT_S)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise TransportError(f"cannot create Kafka topic {self.topic}: {exc}") from exc
+        if self._partitions_or_none() is None:
+            future = self._admin.create_topics([NewTopic(self.topic, partitions)])[self.topic]
+            try:
+                future.result(REQUEST_TIMEOUT_S)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise TransportError(f"cannot create Kafka topic {self.topic}: {exc}") from exc
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        while not self._led():
+            if time.monotonic() > deadline:
+                raise TransportError(f"Kafka topic {self.topic} has partitions without a leader")
+            time.sleep(0.05)
+
+    def _led(self) -> bool:
+        """True if the topic exists and every partition of it has a leader."""
+        metadata = self._kafka(
+            "read the topic's metadata",
+            lambda: self._admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S),
+        )
+        topic = metadata.topics.get(self.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            return False
+        return all(partition.leader >= 0 for partition in topic.partitions.values())
 
     def partitions(self, timeout_s: float = REQUEST_TIMEOUT_S) -> list[int]:
         """The topic's partitions. Raises ConfigurationError if it does not exist,
