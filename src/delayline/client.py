@@ -98,11 +98,11 @@ class ClientBase:
         self._published: producing.Published | None = None
         self._published_at_ms = 0
 
+    def _message(self, topic: str, body: bytes | str, **arguments: Any) -> Message:
+        return Message.create(topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments)
+
     def _send_plan(self, topic: str, body: bytes | str, **arguments: Any) -> Plan[list[str]]:
-        message = Message.create(
-            topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments
-        )
-        return self._sends_plan([message])
+        return self._sends_plan([self._message(topic, body, **arguments)])
 
     def _send_many_plan(self, messages: Iterable[Mapping[str, Any] | Message]) -> Plan[list[str]]:
         batch = message_batch(messages, now_ms=timing.now_ms(), limits=self.limits)
@@ -308,16 +308,8 @@ class Client(ClientBase):
         now. Raises ValidationError (and writes nothing) for bad input,
         TransportError if Redis (or Kafka) fails.
         """
-        message = Message.create(
-            topic,
-            body,
-            now_ms=timing.now_ms(),
-            limits=self.limits,
-            delay=delay,
-            deliver_at=deliver_at,
-            level=level,
-            key=key,
-            headers=headers,
+        message = self._message(
+            topic, body, delay=delay, deliver_at=deliver_at, level=level, key=key, headers=headers
         )
         return self._send([message])[0]
 
