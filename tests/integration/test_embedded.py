@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ import redis
 
 from delayline.errors import ConfigurationError
 from delayline.redis.embedded import EmbeddedRedis
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 
 def test_embedded_redis_keeps_an_aof_and_survives_a_restart(tmp_path: Path) -> None:
@@ -41,3 +42,34 @@ def test_a_relative_data_dir_works(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert client.ping()
         client.close()
     assert (tmp_path / "delayline-data" / "redis" / "redis.log").exists()
+
+
+def test_the_aof_is_rewritten_once_writes_quiet_down_not_during_them(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path, free_port()) as server:
+        client = redis.Redis.from_url(server.url)
+        value = b"x" * 1024
+        # 1.2 MB a round, several MB/s for 2-4 s, past the 16 MB floor: due, but loud.
+        for round_ in range(20):
+            pipe = client.pipeline(transaction=False)
+            for n in range(1200):
+                pipe.set(f"k{round_}:{n}", value)
+            pipe.execute()
+            time.sleep(0.1)
+            assert int(client.info("stats")["total_forks"]) == 0, "rewrote during the writes"
+        written = int(client.info("persistence")["aof_current_size"])
+        assert written > 16 * 1024 * 1024
+        # Quiet: the rewrite comes about QUIET_FOR_S later, and shrinks nothing
+        # but the file (the keys were all distinct).
+        wait_for(
+            lambda: (
+                int(client.info("stats")["total_forks"]) >= 1
+                and not int(client.info("persistence")["aof_rewrite_in_progress"])
+            ),
+            timeout_s=20,
+            what="the AOF rewrite after the writes",
+        )
+        persistence = client.info("persistence")
+        assert int(persistence["aof_base_size"]) == int(persistence["aof_current_size"])
+        assert int(persistence["aof_base_size"]) < written
+        assert client.dbsize() == 20 * 1200
+        client.close()

