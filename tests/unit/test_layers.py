@@ -31,6 +31,7 @@ PURE_CORE = (
     "delayline.plans.consuming",
     "delayline.plans.observing",
     "delayline.plans.producing",
+    "delayline.redis.compaction",
     "delayline.retry",
     "delayline.rows",
     "delayline.scheduler.quiet",
