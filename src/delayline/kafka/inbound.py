@@ -88,12 +88,8 @@ class KafkaInbound:
 
     def _led(self) -> bool:
         """True if the topic exists and every partition of it has a leader."""
-        metadata = self._kafka(
-            "read the topic's metadata",
-            lambda: self._admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S),
-        )
-        topic = metadata.topics.get(self.topic)
-        if topic is None or topic.error is not None or not topic.partitions:
+        topic = self._topic_metadata(REQUEST_TIMEOUT_S)
+        if topic is None or not topic.partitions:
             return False
         return all(partition.leader >= 0 for partition in topic.partitions.values())
 
@@ -109,14 +105,17 @@ class KafkaInbound:
         return found
 
     def _partitions_or_none(self, timeout_s: float = REQUEST_TIMEOUT_S) -> list[int] | None:
+        topic = self._topic_metadata(timeout_s)
+        return None if topic is None else sorted(topic.partitions)
+
+    def _topic_metadata(self, timeout_s: float) -> Any:
+        """The topic's metadata from the brokers, or None if it does not exist."""
         metadata = self._kafka(
             "read the topic's metadata",
             lambda: self._admin.list_topics(self.topic, timeout=timeout_s),
         )
         topic = metadata.topics.get(self.topic)
-        if topic is None or topic.error is not None:
-            return None
-        return sorted(topic.partitions)
+        return None if topic is None or topic.error is not None else topic
 
     def ends(self, partitions: list[int], timeout_s: float = REQUEST_TIMEOUT_S) -> dict[int, int]:
         """Each partition's end: the offset after its last committed record."""
