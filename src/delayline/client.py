@@ -33,6 +33,7 @@ from delayline.listing import (
 )
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing
+from delayline.redis import keys
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
@@ -45,7 +46,7 @@ T = TypeVar("T")
 
 #: How long the SDK keeps a cancel request for ``status`` (ms): the scheduler's
 #: default journal retention, so both records age out together.
-DEFAULT_STATUS_RETENTION_MS = 86_400_000
+DEFAULT_STATUS_RETENTION_MS = keys.JOURNAL_RETENTION_MS
 
 #: Consumer defaults: wait for new entries up to 5 s; reclaim another consumer's
 #: unacknowledged entries after 60 s idle.

@@ -84,6 +84,13 @@ COUNTERS = (
             "Cancels the scheduler recorded; each is applied when its message's time comes."),
     Counter("dropped", "cancels_applied", "delayline_cancels_applied_total",
             "Messages a cancel removed, counted when their time came."),
+    Counter("topic_trimmed", "topic_trimmed", "delayline_topic_trimmed_total",
+            "Topic stream entries removed by their retention."),
+    Counter("topic_trimmed_unread", "topic_trimmed_unread",
+            "delayline_topic_trimmed_unread_total",
+            "Topic stream entries a hard cap removed while a consumer group still needed them."),
+    Counter("rejects_trimmed", "rejects_trimmed", "delayline_rejects_trimmed_total",
+            "Old rejects removed to keep the rejects stream bounded."),
 )  # fmt: skip
 #: What ``pending`` counts, in words.
 PENDING_HELP = (

@@ -10,6 +10,9 @@ from typing import TextIO
 from delayline.metrics import diff_histogram, percentile_ms
 from delayline.plans.observing import Metrics
 
+#: The counter of topic entries trimmed before every group acknowledged them.
+UNREAD = "topic_trimmed_unread"
+
 
 def summary_line(older: Metrics, newer: Metrics) -> str:
     """Totals, plus rate and lateness percentiles over the window between two reads."""
@@ -17,11 +20,18 @@ def summary_line(older: Metrics, newer: Metrics) -> str:
     delivered = newer.stats.get("delivered", 0) - older.stats.get("delivered", 0)
     window = diff_histogram(newer.lateness, older.lateness)
     p50, p99 = percentile_ms(window, 0.5), percentile_ms(window, 0.99)
-    return (
+    line = (
         f"accepted {newer.stats.get('accepted', 0):,}  pending {newer.pending:,}  "
         f"delivered {delivered / window_s:,.1f}/s  rejected {newer.stats.get('rejected', 0):,}  "
         f"lateness p50 {format_bound(p50)}  p99 {format_bound(p99)}"
     )
+    unread = newer.stats.get(UNREAD, 0) - older.stats.get(UNREAD, 0)
+    if unread > 0:
+        line += (
+            f"  WARNING: the hard cap trimmed {unread:,} topic entries a consumer group "
+            "had not acknowledged (--topic-hard-max-len)"
+        )
+    return line
 
 
 def format_bound(value_ms: float | None) -> str:

@@ -19,6 +19,7 @@ from delayline.api.app import create_app
 from delayline.api.server import ApiOptions, ApiServer
 from delayline.client import Client
 from delayline.errors import ConnectError
+from delayline.logfiles import LogFiles
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 from delayline.redis.connection import RedisConnection
@@ -100,7 +101,8 @@ def run_service(
             scheduler.wait_ready()
         echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
         with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
-            watch = _Watch(scheduler, client, server, progress_interval_s, echo)
+            logs = [path for path in (spark_log, server and server.log_path) if path]
+            watch = _Watch(scheduler, client, server, progress_interval_s, echo, LogFiles(logs))
             while not stop.wait(_WATCH_INTERVAL_S):
                 watch.step()
         echo("stopping: letting the current batch finish ...")
@@ -217,12 +219,15 @@ class _Watch:
         server: EmbeddedRedis | None,
         progress_interval_s: float,
         echo: Callable[[str], None],
+        logs: LogFiles,
     ) -> None:
+        """``logs``: the log files to keep bounded, checked with each progress line."""
         self._scheduler = scheduler
         self._client = client
         self._server = server
         self._progress_interval_s = progress_interval_s
         self._echo = echo
+        self._logs = logs
         self._last: Metrics | None = None
         self._outage_since: float | None = None
         self._outage_said_at = -math.inf
@@ -245,6 +250,8 @@ class _Watch:
         elif current.read_at_ms - self._last.read_at_ms >= self._progress_interval_s * 1000:
             self._echo(summary_line(self._last, current))
             self._last = current
+            for path in self._logs.bound():
+                self._echo(f"log       {path} passed its bound: kept as {path.name}.1, emptied")
 
     def _redis_away(self, exc: ConnectError) -> None:
         now = time.monotonic()

@@ -32,6 +32,7 @@ PURE_CORE = (
     "delayline.plans.observing",
     "delayline.plans.producing",
     "delayline.redis.compaction",
+    "delayline.retention",
     "delayline.retry",
     "delayline.rows",
     "delayline.scheduler.quiet",

@@ -23,6 +23,7 @@ SCRIPTS = {
     "PUMP": "pump.lua",
     "DELIVER_READY": "deliver_ready.lua",
     "SETTLE_READY": "settle_ready.lua",
+    "TRIM_TOPIC": "trim_topic.lua",
 }
 
 

@@ -52,6 +52,19 @@ def test_summary_line() -> None:
     assert summary_line(newer, newer).endswith("lateness p50 -  p99 -")
 
 
+def test_the_summary_line_warns_when_a_hard_cap_trimmed_unread_entries() -> None:
+    older = metrics(0, {"topic_trimmed": 900, "topic_trimmed_unread": 10}, {})
+    newer = metrics(2_000, {"topic_trimmed": 9_000, "topic_trimmed_unread": 1_510}, {})
+    assert summary_line(older, newer).endswith(
+        "WARNING: the hard cap trimmed 1,500 topic entries a consumer group had not "
+        "acknowledged (--topic-hard-max-len)"
+    )
+    # Trimming what every group acknowledged is retention, not news.
+    assert "WARNING" not in summary_line(
+        older, metrics(2_000, {"topic_trimmed": 9_000, "topic_trimmed_unread": 10}, {})
+    )
+
+
 def test_prometheus_text() -> None:
     scraped = Metrics(
         stats={"accepted": 5, "delivered": 3, "dropped": 1},

@@ -10,6 +10,7 @@ from typing import Any
 from delayline.model import Message
 from delayline.plans import Command, Plan, as_text, xadd
 from delayline.plans.producing import Published, schedule
+from delayline.redis import keys
 from delayline.retry import RetryPolicy
 from delayline.validation import Limits, decode_headers
 
@@ -103,13 +104,15 @@ def retry(entry: Entry, message: Message, published: Published) -> Plan[bool]:
 
 
 def dead_letter(entry: Entry, reason: str, *, now_ms: int) -> Plan[None]:
-    """Move the entry to ``<topic>.DLQ`` with ``reason`` and ack it, atomically."""
+    """Move the entry to ``<topic>.DLQ`` with ``reason`` and ack it, atomically; the DLQ
+    is recorded among the topic streams the scheduler trims by their retention."""
     fields = dict(entry.fields) | {
         b"reason": reason.encode(),
         b"dead_lettered_at_ms": str(now_ms).encode(),
         b"group": entry.group.encode(),
     }
-    commands = [xadd(dlq_topic(entry.topic), fields), _xack(entry)]
+    dlq = dlq_topic(entry.topic)
+    commands = [xadd(dlq, fields), ("SADD", keys.UNSHARDED.topics, dlq), _xack(entry)]
     return Plan(commands, lambda _: None, "dead-letter a delivery", transaction=True)
 
 

@@ -121,6 +121,14 @@ def metrics(*, now_ms: int, shards: int = 1) -> Plan[Metrics]:
     return Plan(commands, parse, "read metrics")
 
 
+def forget_expired_minutes(shard: keys.ShardKeys, now_ms: int) -> Command:
+    """Take the minutes whose forecast counters expired off ``shard``'s index; the
+    forecast does it as it reads, and the scheduler's trimmer every second, so that
+    the index stays bounded with nobody reading it."""
+    forgotten = (now_ms // 1000 - keys.FORECAST_TTL_S) // 60
+    return ("ZREMRANGEBYSCORE", shard.forecast_index, "-inf", f"({forgotten}")
+
+
 def forecast(
     *,
     by: Granularity,
@@ -139,12 +147,11 @@ def forecast(
     """
     layout = keys.read_layout(shards)
     first, last = minute_window(from_ms, to_ms)
-    forgotten = (now_ms // 1000 - keys.FORECAST_TTL_S) // 60
     commands: list[Command] = []
     for shard in layout:
         commands += [
             # Minutes whose counters expired leave the index here, not on the write paths.
-            ("ZREMRANGEBYSCORE", shard.forecast_index, "-inf", f"({forgotten}"),
+            forget_expired_minutes(shard, now_ms),
             (
                 "ZRANGEBYSCORE",
                 shard.forecast_index,

@@ -38,6 +38,16 @@ LISTINGS = "delayline:listings"
 #: How long a listing's status and rows are kept (s).
 LISTING_TTL_S = 600
 
+#: The rejects stream of each shard keeps about this many entries, the newest; the
+#: rest are counted (``rejects_trimmed``) and trimmed.
+REJECTS_MAX_LEN = 10_000
+
+#: How long the status records of a message (delivered, cancelled, rescheduled,
+#: rejected, a cancel request past its due minute) are kept by default (ms): the
+#: window in which a repeated id is delivered once and ``status`` answers exactly.
+#: About 100 bytes of Redis per message, so 10 minutes at 5,000 msg/s is 300 MB.
+JOURNAL_RETENTION_MS = 600_000
+
 #: Status records are grouped in hashes by the minute their message is due.
 JOURNAL_BUCKET_MS = 60_000
 #: How long sink and ingest markers outlive their last write (7 days, in s).
@@ -149,6 +159,12 @@ class ShardKeys:
         absent for Redis streams), set by the scheduler: its due messages then go
         through the ready stream, which the pump writes to them."""
         return self.namespace + "target"
+
+    @property
+    def topics(self) -> str:
+        """The topic streams the shard's deliveries wrote to (set), which the scheduler
+        trims by their retention (see delayline/retention.py)."""
+        return self.namespace + "topics"
 
     @property
     def forecast_index(self) -> str:

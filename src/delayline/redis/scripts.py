@@ -50,6 +50,8 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "PENDING_TTL_S": keys.FORECAST_TTL_S,
     "NAMESPACE": keys.NAMESPACE,
     "READY": _name(keys.UNSHARDED.ready),
+    "TOPICS": _name(keys.UNSHARDED.topics),
+    "REJECTS_MAX_LEN": keys.REJECTS_MAX_LEN,
     "TARGET": _name(keys.UNSHARDED.target),
     "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
     "SUM_FIELD": SUM_FIELD,
@@ -126,6 +128,8 @@ SEND_NEAR_SHA = hashlib.sha1(SEND_NEAR.encode()).hexdigest()
 WRITE_CHUNK = load("write_chunk.lua")
 #: Move due messages from the outbox to their topics (lua/pump.lua).
 PUMP = load("pump.lua")
+#: Trim a topic stream's head by its retention (lua/trim_topic.lua).
+TRIM_TOPIC = load("trim_topic.lua")
 #: Write a shard's ready entries to one topic (lua/deliver_ready.lua).
 DELIVER_READY = load("deliver_ready.lua")
 #: Count and take off a shard's ready entries once written (lua/settle_ready.lua).

@@ -30,6 +30,7 @@ from delayline.scheduler.quiet import QuietSpells
 from delayline.scheduler.session import build_session, runs_locally
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import kafka_inbound_for, record_waiting_cancels
+from delayline.scheduler.trimmer import Trimmer
 from delayline.timing import to_epoch_ms
 
 #: How long stopping waits for an unavailable Redis before it stops anyway (ms).
@@ -54,6 +55,7 @@ class Scheduler:
         # A pump per Redis shard's outbox; _prepare adds one for each shard of an
         # older shard count.
         self._pumps = [self._pump(shard) for shard in keys.layout(settings.inbound_shards)]
+        self._trimmer = Trimmer.of(settings)
         self._prepared = threading.Event()
         self._prepare_lock = threading.Lock()
         self._query_id = ""  # read once at start: the heartbeat names it twice a second
@@ -114,6 +116,7 @@ class Scheduler:
                 self.settings.source_partitions
             )
         self.start_pumps()
+        self._trimmer.start()
         if kafka is not None:
             # Until _prepare records the shards' target, the query's sink would write
             # due messages to Redis streams rather than ready them for Kafka.
@@ -247,6 +250,7 @@ class Scheduler:
                 query.stop()
         for pump in self._pumps:
             pump.stop()
+        self._trimmer.stop()
         self._store.close()
         self._inbound.close()
         spark, self._spark = self._spark, None

@@ -14,6 +14,13 @@ from typing import Any
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.errors import ConfigurationError
 from delayline.kafka.records import INBOUND_TOPIC
+from delayline.redis import keys
+from delayline.retention import (
+    DEFAULT_HARD_MAX_LEN,
+    DEFAULT_MAX_AGE,
+    DEFAULT_MAX_LEN,
+    RetentionPolicy,
+)
 from delayline.timing import HORIZON_MS, MAX_SHARDS, Wheel
 from delayline.validation import Limits
 
@@ -151,8 +158,24 @@ class SchedulerSettings:
         3_600_000, "How long a cancel is kept after its slot is due, for a late message, ms."
     )
     journal_retention_ms: int = option(
-        86_400_000,
-        "How long delivered ids are remembered (dedupe by id, and status), ms; 0: off.",
+        keys.JOURNAL_RETENTION_MS,
+        "How long delivered, cancelled and rejected ids are remembered (dedupe by id, and "
+        "status), ms; 0: off.",
+    )
+    topic_retention: str = option(
+        DEFAULT_MAX_AGE,
+        "Keep topic entries this long once every consumer group acknowledged them (24h, "
+        "90m; 0: no age bound); PATTERN=AGE overrides, comma separated: '24h,audit.*=7d'.",
+    )
+    topic_max_len: str = option(
+        DEFAULT_MAX_LEN,
+        "Keep at most this many acknowledged entries per topic stream (0: no bound); "
+        "PATTERN=N overrides, comma separated.",
+    )
+    topic_hard_max_len: str = option(
+        DEFAULT_HARD_MAX_LEN,
+        "Trim a topic stream to this many entries even if a consumer group has not read "
+        "them, counted as topic_trimmed_unread (0: never); PATTERN=N overrides.",
     )
     limits: Limits = field(default_factory=Limits)
 
@@ -173,6 +196,7 @@ class SchedulerSettings:
         for name in ("fire_lead_ms", "cancel_retention_ms", "journal_retention_ms"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative, got {getattr(self, name)}")
+        self.retention_policy  # noqa: B018 (refuses a malformed rule now, not in a thread)
         if driver_memory_mb(self.driver_memory) < MIN_DRIVER_MEMORY_MB:
             raise ConfigurationError(
                 f"driver_memory must be at least {MIN_DRIVER_MEMORY_MB}m (Spark's floor), "
@@ -189,6 +213,13 @@ class SchedulerSettings:
     def wheel(self) -> Wheel:
         """The two-level wheel these settings describe."""
         return Wheel(self.tick_ms, self.coarse_tick_ms, self.coarse_after_ms, self.cascade_lead_ms)
+
+    @property
+    def retention_policy(self) -> RetentionPolicy:
+        """The topic streams' retention (delayline/retention.py). Raises ConfigurationError."""
+        return RetentionPolicy.parse(
+            self.topic_retention, self.topic_max_len, self.topic_hard_max_len
+        )
 
     @property
     def checkpoint_location(self) -> str:

@@ -46,6 +46,14 @@ local ready_key = ''
 local outside = redis.call('EXISTS', ns .. '${TARGET}') == 1
 if outside or ns ~= '${NAMESPACE}' then ready_key = ns .. '${READY}' end
 local readied = false
+-- Every topic stream written is recorded once a call, for its retention
+-- (lua/trim_topic.lua); a topic outside Redis has its own.
+local registered = {}
+local function register(topic)
+  if outside or registered[topic] then return end
+  registered[topic] = true
+  redis.call('SADD', ns .. '${TOPICS}', topic)
+end
 local function count_delivered(due, delivered_at_ms)
   counts.delivered = counts.delivered + 1
   local late = delivered_at_ms - tonumber(due)
@@ -77,6 +85,7 @@ local function deliver(topic, id, body, key, headers, due, attempt, journal)
   -- The topic entry: the one place its fields are listed.
   local entry = {'id', id, 'body', body, 'key', key, 'headers', headers,
     'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt}
+  register(topic)
   if ready_key ~= '' then
     redis.call('XADD', ready_key, '*', 'topic', topic, unpack(entry))
     readied = outside
@@ -169,6 +178,10 @@ local function deliver_waiting(outbox_data, id)
   return true
 end
 local function flush_counts(stats, lateness)
+  if counts.rejected > 0 then
+    -- The rejects stream keeps the newest ${REJECTS_MAX_LEN} or so; what goes is counted.
+    counts.rejects_trimmed = redis.call('XTRIM', rejects_key, 'MAXLEN', '~', ${REJECTS_MAX_LEN})
+  end
   for name, value in pairs(counts) do
     if value > 0 then redis.call('HINCRBY', stats, name, value) end
   end

@@ -1,0 +1,148 @@
+"""The topic streams delayline wrote to, trimmed by their retention (delayline/retention.py).
+
+Deliveries record each topic stream they write in their shard's topics set
+(lua/delivery.lua), and a dead letter its DLQ stream in the unsharded one.
+:class:`TopicStreams` reads those sets, asks each stream which entries its
+consumer groups still need (``XINFO GROUPS``, and ``XPENDING`` for a group with
+pending entries), and trims its head with lua/trim_topic.lua, a bounded number
+of entries a call. What it removes is counted in the stats hash
+(``topic_trimmed``, and ``topic_trimmed_unread`` for what a hard cap took from
+a group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+
+from delayline.plans.observing import forget_expired_minutes
+from delayline.redis import keys, scripts
+from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
+from delayline.retention import TopicRetention, first_needed
+
+#: Most entries one call of the trim script removes (a few ms of Redis's thread).
+TRIM_BATCH = 1_000
+
+
+@dataclass(frozen=True)
+class Trimmed:
+    """What one trim call did to a stream."""
+
+    removed: int
+    #: Of them, entries a consumer group still needed (a hard cap took them).
+    unread: int
+    length: int
+    #: Whether the call stopped at TRIM_BATCH: more may go.
+    more: bool
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class TopicStreams(RedisConnection):
+    """The topic streams to trim, what their groups need, and the trim itself."""
+
+    def __init__(
+        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+    ) -> None:
+        super().__init__(client, patience_ms=patience_ms)
+        self._trim = client.register_script(scripts.TRIM_TOPIC)
+
+    def registered(self, shards: int) -> list[str]:
+        """Every topic stream recorded by the deliveries of a ``shards`` layout (and
+        its older counts' keys) and by dead letters."""
+        sets = _topic_sets(shards)
+
+        def read() -> list[Any]:
+            pipe = self._redis.pipeline(transaction=False)
+            for name in sets:
+                pipe.smembers(name)
+            return list(pipe.execute())
+
+        found: set[str] = set()
+        for members in self._call("read the topic streams", read):
+            found.update(_text(member) for member in members)
+        return sorted(found)
+
+    def first_needed(self, topic: str) -> str | None:
+        """The first entry id of ``topic`` that one of its consumer groups has not read,
+        or has read and not acknowledged; None if no group needs any."""
+
+        def read() -> list[tuple[str, str | None]]:
+            groups: list[dict[str, Any]] = self._redis.xinfo_groups(topic)
+            found: list[tuple[str, str | None]] = []
+            for group in groups:
+                pending = None
+                if int(group["pending"]) > 0:
+                    summary: dict[str, Any] = self._redis.xpending(topic, group["name"])
+                    if summary["min"] is not None:
+                        pending = _text(summary["min"])
+                found.append((_text(group["last-delivered-id"]), pending))
+            return found
+
+        return first_needed(self._call("read a topic's consumer groups", read))
+
+    def trim(self, topic: str, retention: TopicRetention, needed: str | None) -> Trimmed:
+        """Remove up to TRIM_BATCH entries from the head of ``topic`` that ``retention``
+        lets go, none from ``needed`` on but for its hard cap, and count them."""
+        args: list[str | int] = [
+            retention.max_age_ms,
+            retention.max_len,
+            retention.hard_max_len,
+            needed or "",
+            TRIM_BATCH,
+        ]
+        removed, unread, length, more = cast(
+            list[int],
+            self._call(
+                "trim a topic stream",
+                lambda: self._trim(keys=[topic], args=args),
+            ),
+        )
+        if removed:
+
+            def count() -> None:
+                pipe = self._redis.pipeline(transaction=False)
+                pipe.hincrby(keys.STATS, "topic_trimmed", removed)
+                if unread:
+                    pipe.hincrby(keys.STATS, "topic_trimmed_unread", unread)
+                pipe.execute()
+
+            self._call("count trimmed topic entries", count)
+        return Trimmed(removed, unread, length, bool(more))
+
+    def forget_expired_minutes(self, shards: int, now_ms: int) -> None:
+        """Keep the forecast's minute index of every shard to its counters' lifetime."""
+        commands = [forget_expired_minutes(shard, now_ms) for shard in keys.read_layout(shards)]
+        self.execute(commands, action="trim the forecast index", transaction=False, errors_ok=False)
+
+    def forget(self, topic: str, shards: int) -> None:
+        """Take ``topic`` off every topics set (it is gone, or not a stream): a later
+        delivery to it records it again."""
+        sets = _topic_sets(shards)
+
+        def remove() -> None:
+            pipe = self._redis.pipeline(transaction=False)
+            for name in sets:
+                pipe.srem(name, topic)
+            pipe.execute()
+
+        self._call("forget a topic stream", remove)
+
+
+def _topic_sets(shards: int) -> list[str]:
+    """The topics sets of a ``shards`` layout, the unsharded one (dead letters') first."""
+    return list(
+        dict.fromkeys([keys.UNSHARDED.topics, *(s.topics for s in keys.read_layout(shards))])
+    )
+
+
+def is_not_a_stream(error: BaseException) -> bool:
+    """Whether a trim failed because the key holds another type, or is gone."""
+    cause = error.__cause__
+    return isinstance(cause, redis.ResponseError) and (
+        "WRONGTYPE" in str(cause) or "no such key" in str(cause)
+    )
