@@ -36,7 +36,8 @@ def arguments(process: psutil.Process) -> list[str]:
 
 def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
     port, api_port = free_port(), free_port()
-    args = ["--redis-port", str(port), "--api-port", str(api_port), "--data-dir", str(data_dir)]
+    args = ["--redis-port", str(port), "--api-port", str(api_port), "--data-dir", str(data_dir),
+            "--topic-max-len", "3"]  # fmt: skip
     with SchedulerProcess(args) as service:
         url = f"redis://127.0.0.1:{port}/0"
         assert f"redis     {url} (embedded, AOF everysec)" in service.output
@@ -49,6 +50,19 @@ def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
         [(entry_id, fields)] = raw.xrange("orders.timeout")
         assert fields[b"id"].decode() == message_id
         assert int(entry_id.split(b"-")[0]) >= sent_ms + 1_000
+        # The topic keeps its newest 3 once its consumer group acknowledged the rest.
+        raw.xgroup_create("orders.timeout", "billing", id="0")
+        client.send_many([{"topic": "orders.timeout", "body": b"o", "delay": 500}] * 7)
+
+        def acknowledged() -> int:
+            for _, entries in raw.xreadgroup("billing", "c", {"orders.timeout": ">"}) or []:
+                raw.xack("orders.timeout", "billing", *(entry for entry, _ in entries))
+            counters = raw.hgetall("delayline:stats")
+            return int(counters.get(b"topic_trimmed", 0)) + raw.xlen("orders.timeout")
+
+        wait_for(lambda: acknowledged() == 8, 30, "8 deliveries, read and acknowledged")
+        wait_for(lambda: raw.xlen("orders.timeout") == 3, 30, "the trim to the newest 3")
+        assert int(raw.hget("delayline:stats", "topic_trimmed") or 0) == 5
         raw.close()
         client.close()
         assert (data_dir / "redis" / "appendonly.aof").exists()

@@ -7,10 +7,8 @@ msg/s, pump calls of 10 ms took up to 180 ms, and a second's deliveries came
 up to 0.9 s late (docs/benchmarks.md, "AOF rewrites under load"). Redis's own
 rule (rewrite when the file has doubled) fires in the middle of a load, and
 every few seconds while it lasts. This one waits until the writes quiet down,
-and forces the rewrite once the file has grown by four times its size after
-the last rewrite (at least 256 MiB, at most 2 GiB): under a load that never
-pauses, the AOF stays within about five times the live data, which bounds the
-disk it takes and the time a restart spends loading it.
+and forces the rewrite only once the file has grown by ``force_growth_bytes``,
+which bounds the disk it takes and the time a restart spends loading it.
 
 Nothing is less durable for the wait: every write is in the AOF as before
 (``appendfsync everysec``); only its compaction waits.
@@ -27,22 +25,11 @@ DUE_GROWTH_FACTOR = 2
 QUIET_BYTES_PER_S = 1024 * 1024
 #: How long writes must have been quiet (s) before a due rewrite starts.
 QUIET_FOR_S = 2.0
-#: A due rewrite starts anyway once the file has grown by this many times its size
-#: after the last one (its base), so that the AOF stays proportional to the live data.
-FORCE_GROWTH_FACTOR = 4
-#: ... but not before it has grown by this much (bytes): a rewrite of a small base
-#: is cheap, yet a fork every few seconds is not.
-FORCE_MIN_GROWTH_BYTES = 256 * 1024 * 1024
-#: ... and at the latest once it has grown by this much (bytes): about 2.4M
-#: messages sent, delivered and read (900 bytes each). A restart loads that tail
-#: at about 80 MB/s (``python -m bench aof``): 27 s at worst, after a crash at
-#: the end of a load that never paused for 2 s.
+#: A due rewrite starts anyway once the file has grown by this much (bytes) since
+#: the last one: about 2.4M messages sent, delivered and read (900 bytes each).
+#: A restart loads that tail at about 80 MB/s (``python -m bench aof``): 27 s at
+#: worst, after a crash at the end of a load that never paused for 2 s.
 FORCE_GROWTH_BYTES = 2 * 1024 * 1024 * 1024
-
-
-def force_growth_bytes(base_bytes: int, cap_bytes: int = FORCE_GROWTH_BYTES) -> int:
-    """How much an AOF whose base is ``base_bytes`` may grow before a rewrite is forced."""
-    return min(cap_bytes, max(FORCE_MIN_GROWTH_BYTES, FORCE_GROWTH_FACTOR * base_bytes))
 
 
 class AofCompaction:
@@ -78,6 +65,6 @@ class AofCompaction:
         self._last = (at_s, current_bytes)
         if rewriting or current_bytes < max(MIN_SIZE_BYTES, DUE_GROWTH_FACTOR * base_bytes):
             return False
-        if current_bytes - base_bytes >= force_growth_bytes(base_bytes, self._force_growth_bytes):
+        if current_bytes - base_bytes >= self._force_growth_bytes:
             return True
         return self._quiet_since_s is not None and at_s - self._quiet_since_s >= self._quiet_for_s

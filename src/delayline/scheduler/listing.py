@@ -24,6 +24,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from delayline.listing import ListRequest, PendingMessage
 from delayline.redis.listings import Listings
 from delayline.scheduler import packs
+from delayline.scheduler.background import Background
 
 #: Spark's error for a checkpoint with no committed batch: the state holds nothing yet.
 NO_BATCH_YET = "STDS_COMMITTED_BATCH_UNAVAILABLE"
@@ -94,26 +95,21 @@ def scan_state(
     return [PendingMessage(**row.asDict(), where="state") for row in pending.collect()]
 
 
-class ListingServer:
+class ListingServer(Background):
     """Serves listing requests from Redis on a thread of its own, one at a time."""
 
     def __init__(self, spark: SparkSession, checkpoint: str, listings: Listings) -> None:
         self._spark = spark
         self._checkpoint = checkpoint
         self._listings = listings
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="delayline-listings", daemon=True)
+        super().__init__("delayline-listings")
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
         """Stop taking requests (a scan under way is left to Spark's stop), and close."""
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().stop(timeout_s)
         self._listings.close()
 
-    def _serve(self) -> None:
+    def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 waiting = self._listings.next_request(timeout_s=1)

@@ -14,13 +14,13 @@ a second. With Redis shards, each shard's outbox has a pump of its own.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from delayline.errors import DelaylineError, TransportError
 from delayline.kafka.target import KafkaTarget, target_for
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
+from delayline.scheduler.background import Background
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import HORIZON_MS
 
@@ -34,7 +34,7 @@ MAX_NAP_S = 1.0
 GUARD_MS = 200
 
 
-class Pump:
+class Pump(Background):
     """A daemon thread pumping one shard's outbox in the Redis at ``redis_url``."""
 
     def __init__(
@@ -54,10 +54,7 @@ class Pump:
         self._prepare = prepare
         self._shard = shard
         self._horizon_ms = horizon_ms
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"delayline-pump-{shard.namespace}", daemon=True
-        )
+        super().__init__(f"delayline-pump-{shard.namespace}")
         self.last_error: TransportError | None = None
         #: Why ``prepare`` refused to let the pump start, if it did.
         self.failure: DelaylineError | None = None
@@ -77,18 +74,6 @@ class Pump:
             shard=shard,
             horizon_ms=settings.fire_lead_ms,
         )
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
 
     def _run(self) -> None:
         # No retries inside a call: this loop waits and retries itself, and stays stoppable.

@@ -10,11 +10,10 @@ its share of one periodic call per stream.
 
 from __future__ import annotations
 
-import threading
-
 from delayline.errors import DelaylineError, TransportError
 from delayline.redis.retention import TopicStreams, is_not_a_stream
 from delayline.retention import RetentionPolicy
+from delayline.scheduler.background import Background
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 
@@ -22,7 +21,7 @@ from delayline.timing import now_ms
 TRIM_INTERVAL_S = 1.0
 
 
-class Trimmer:
+class Trimmer(Background):
     """A daemon thread trimming the topic streams of the Redis at ``redis_url``."""
 
     def __init__(self, redis_url: str, policy: RetentionPolicy, shards: int) -> None:
@@ -30,22 +29,13 @@ class Trimmer:
         self._redis_url = redis_url
         self._policy = policy
         self._shards = shards
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="delayline-trimmer", daemon=True)
+        super().__init__("delayline-trimmer")
         #: The last failure of a pass, None once one succeeds.
         self.last_error: DelaylineError | None = None
 
     @classmethod
     def of(cls, settings: SchedulerSettings) -> Trimmer:
         return cls(settings.redis_url, settings.retention_policy, settings.inbound_shards)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
 
     def _run(self) -> None:
         streams = TopicStreams.from_url(self._redis_url, patience_ms=0)
