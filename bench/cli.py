@@ -14,6 +14,9 @@ python -m bench floor                 # PSS of the query's process model doing n
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
+python -m bench soak                  # memory and disk over 60 min at 5,000 msg/s (~62 min)
+python -m bench soak --quick          # 3 min at 2,000 msg/s, then checks (~5 min)
+python -m bench soak --report bench/results/soak/60min-5000.json  # plot and table
 python -m bench run --systems delayline,delayline-kafka,delayline-kafka-in,kafka-pause \
     --workloads steady,capacity --out bench/results/kafka   # Kafka in and out (~22 min)
 
@@ -234,6 +237,32 @@ def main(argv: list[str] | None = None) -> int:
     scaling.add_argument("--out", type=Path, default=None,
                          help="results directory [default: bench/results/scaling]")  # fmt: skip
 
+    soak = commands.add_parser("soak", help="Redis memory, disk and PSS over time under load")
+    soak.add_argument("--quick", action="store_true",
+                      help="3 min at 2,000 msg/s, 20 s samples, delays 1-20 s; then check "
+                      "0 lost, dup and early and the bytes per message")  # fmt: skip
+    soak.add_argument("--minutes", type=float, default=None, help="load duration (60)")
+    soak.add_argument("--rate", type=float, default=None, help="msg/s in all (5,000)")
+    soak.add_argument("--sample-s", type=float, default=None, help="s between rows (30)")
+    soak.add_argument("--bodies", type=int, default=None, help="body size, bytes (200)")
+    soak.add_argument("--min-delay-s", type=float, default=None, help="shortest delay (1)")
+    soak.add_argument("--max-delay-s", type=float, default=None, help="longest delay (60)")
+    soak.add_argument("--topics", type=int, default=None, help="topics soak.0.. (4)")
+    soak.add_argument("--producers", type=int, default=None, help="producer processes (1)")
+    soak.add_argument("--max-bytes-per-message", type=float, default=None,
+                      help="fail if Redis retains this many bytes or more per delivered "
+                      "message over the second half (default with --quick: 64)")  # fmt: skip
+    soak.add_argument("--delayline-option", action="append", default=[], metavar="OPTION",
+                      help="an extra `delayline run` option (repeatable); none: its "
+                      "defaults")  # fmt: skip
+    soak.add_argument("--out", type=Path, default=None,
+                      help="result file [default: bench/results/soak/<minutes>min-<rate>.json, "
+                      "or quick.json]")  # fmt: skip
+    soak.add_argument("--report", type=Path, default=None, metavar="JSON",
+                      help="run nothing: draw <docs>/img/soak-<name>.png from a result and "
+                      "print its markdown section")  # fmt: skip
+    soak.add_argument("--docs", type=Path, default=DOCS, help="where --report's img/ is")
+
     report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
     report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
     report_cmd.add_argument("--docs", type=Path, default=DOCS)
@@ -245,6 +274,23 @@ def main(argv: list[str] | None = None) -> int:
         extra = {path.stem: json.loads(path.read_text()) for path in RESULTS.glob("*.json")}
         print(report.write(args.results, args.docs, Path(__file__).parent / "notes.md", extra))
         return 0
+    if args.command == "soak":
+        from bench import soak as soak_run  # starts delayline run
+
+        if args.report is not None:
+            print(soak_run.report(args.report, args.docs))
+            return 0
+        given = {"minutes": args.minutes, "rate": args.rate, "sample_s": args.sample_s,
+                 "body_bytes": args.bodies, "min_delay_s": args.min_delay_s,
+                 "max_delay_s": args.max_delay_s, "topics": args.topics,
+                 "producers": args.producers,
+                 "delayline_options": tuple(args.delayline_option) or None}  # fmt: skip
+        settings = soak_run.params(args.quick, given)
+        bound = args.max_bytes_per_message
+        if bound is None and args.quick:
+            bound = soak_run.QUICK_MAX_BYTES_PER_MESSAGE
+        out = args.out or RESULTS / "soak" / f"{'quick' if args.quick else settings.name}.json"
+        return soak_run.main(settings, out, bound)
     if args.command == "profile":
         from bench import profile  # starts Spark
 

@@ -470,6 +470,19 @@ def listing_table(result: dict[str, Any] | None) -> str:
     return f"**{result['pending']:,} pending**\n\n" + _rows(["query", "time", "found"], rows)
 
 
+#: The soak shown in docs/benchmarks.md, in bench/results/soak.
+SOAK_RESULT = "60min-5000.json"
+
+
+def soak_section(path: Path, docs: Path) -> str:
+    """The soak's table and plot (bench/soak.py), or a line saying it was not run."""
+    if not path.exists():
+        return f"*Not run: no {path.name}.*"
+    from bench import soak  # numpy and psutil: only when there is a soak to show
+
+    return soak.report(path, docs)
+
+
 def write(results: Path, docs: Path, notes: Path, extra: dict[str, Any]) -> Path:
     """Write docs/benchmarks.md and docs/img/*.png from the results in ``results``."""
     found = load(results)
@@ -504,6 +517,7 @@ def write(results: Path, docs: Path, notes: Path, extra: dict[str, Any]) -> Path
         "TABLE_WALL": wall_table(found, plan),
         "REDIS": next(iter(found.values()))["redis"] if found else "-",
         "LISTING_TABLE": listing_table(extra.get("listing")),
+        "SOAK": soak_section(results.parent / "soak" / SOAK_RESULT, docs),
         **{key: json.dumps(_without_batch_list(value), indent=1) for key, value in extra.items()},
     }
     text = notes.read_text()
