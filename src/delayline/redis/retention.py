@@ -34,7 +34,6 @@ class Trimmed:
     removed: int
     #: Of them, entries a consumer group still needed (a hard cap took them).
     unread: int
-    length: int
     #: Whether the call stopped at TRIM_BATCH: more may go.
     more: bool
 
@@ -96,7 +95,7 @@ class TopicStreams(RedisConnection):
             needed or "",
             TRIM_BATCH,
         ]
-        removed, unread, length, more = cast(
+        removed, unread, more = cast(
             list[int],
             self._call(
                 "trim a topic stream",
@@ -113,7 +112,7 @@ class TopicStreams(RedisConnection):
                 pipe.execute()
 
             self._call("count trimmed topic entries", count)
-        return Trimmed(removed, unread, length, bool(more))
+        return Trimmed(removed, unread, bool(more))
 
     def forget_expired_minutes(self, shards: int, now_ms: int) -> None:
         """Keep the forecast's minute index of every shard to its counters' lifetime."""

@@ -10,8 +10,7 @@
 -- KEYS: the topic stream.
 -- ARGV: max age ms, max len, hard max len (0: no such bound), the first id a
 -- consumer group still needs ('' if none does), most entries to remove a call.
--- Returns {removed, removed that a group still needed, length after, 1 if more
--- may go}.
+-- Returns {removed, removed that a group still needed, 1 if more may go}.
 
 local max_age, max_len, hard = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local needed, budget = ARGV[4], tonumber(ARGV[5])
@@ -54,4 +53,4 @@ if (max_len > 0 and excess(max_len) > 0) or (hard > 0 and excess(hard) > 0) then
 end
 local more = 0
 if removed * 2 >= budget then more = 1 end
-return {removed, unread, length - removed, more}
+return {removed, unread, more}
