@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import redis
 
+from delayline.plans import as_text
 from delayline.plans.observing import forget_expired_minutes
 from delayline.redis import keys, scripts
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
@@ -38,10 +39,6 @@ class Trimmed:
     more: bool
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class TopicStreams(RedisConnection):
     """The topic streams to trim, what their groups need, and the trim itself."""
 
@@ -54,17 +51,11 @@ class TopicStreams(RedisConnection):
     def registered(self, shards: int) -> list[str]:
         """Every topic stream recorded by the deliveries of a ``shards`` layout (and
         its older counts' keys) and by dead letters."""
-        sets = _topic_sets(shards)
-
-        def read() -> list[Any]:
-            pipe = self._redis.pipeline(transaction=False)
-            for name in sets:
-                pipe.smembers(name)
-            return list(pipe.execute())
-
-        found: set[str] = set()
-        for members in self._call("read the topic streams", read):
-            found.update(_text(member) for member in members)
+        commands = [("SMEMBERS", name) for name in _topic_sets(shards)]
+        replies = self.execute(
+            commands, action="read the topic streams", transaction=False, errors_ok=False
+        )
+        found = {as_text(member) for members in replies for member in members}
         return sorted(found)
 
     def first_needed(self, topic: str) -> str | None:
@@ -79,8 +70,8 @@ class TopicStreams(RedisConnection):
                 if int(group["pending"]) > 0:
                     summary: dict[str, Any] = self._redis.xpending(topic, group["name"])
                     if summary["min"] is not None:
-                        pending = _text(summary["min"])
-                found.append((_text(group["last-delivered-id"]), pending))
+                        pending = as_text(summary["min"])
+                found.append((as_text(group["last-delivered-id"]), pending))
             return found
 
         return first_needed(self._call("read a topic's consumer groups", read))
@@ -122,15 +113,8 @@ class TopicStreams(RedisConnection):
     def forget(self, topic: str, shards: int) -> None:
         """Take ``topic`` off every topics set (it is gone, or not a stream): a later
         delivery to it records it again."""
-        sets = _topic_sets(shards)
-
-        def remove() -> None:
-            pipe = self._redis.pipeline(transaction=False)
-            for name in sets:
-                pipe.srem(name, topic)
-            pipe.execute()
-
-        self._call("forget a topic stream", remove)
+        commands = [("SREM", name, topic) for name in _topic_sets(shards)]
+        self.execute(commands, action="forget a topic stream", transaction=False, errors_ok=False)
 
 
 def _topic_sets(shards: int) -> list[str]:
