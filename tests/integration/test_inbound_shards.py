@@ -9,9 +9,11 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from delayline import Client
 from delayline.ids import shard_of
 from delayline.redis import keys
+from delayline.redis.inbound import InboundStream
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import START_ID, InboundRange, InboundReader
 from delayline.timing import now_ms
+from tests.support import wait_for
 
 
 def test_each_shard_is_a_partition_with_its_own_offset(
@@ -73,3 +75,29 @@ def test_the_sdk_spreads_sends_over_the_shards_the_scheduler_published(
     assert placed == {message_id: shard_of(message_id, 4) for message_id in sent}
     assert len(set(placed.values())) == 4  # 40 ids cover all four
     assert not set(placed) & set(before + later)
+
+
+def test_a_busy_source_forgets_the_wakeups_its_batches_fired(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    # Under a load that never let the query idle, the wakeups were forgotten only by
+    # an idle check, and delayline:wakeups grew by 3 MB an hour.
+    reader = InboundReader(SchedulerSettings(redis_url=redis_url, idle_batch_ms=600_000), "run")
+    inbound = InboundStream.from_url(redis_url)
+    ticked_ms = now_ms() - 1_000
+    later_ms = now_ms() + 3_600_000
+    inbound.add_wakeups([ticked_ms - 500, ticked_ms, later_ms])
+    raw_redis.xadd(keys.INBOUND, {"n": "busy"})
+    start = {"id": START_ID, "run": "run", "tick": str(ticked_ms)}
+    end = reader.latestOffset(start, ReadMaxRows(100))
+    assert end["id"] != START_ID  # a batch with data
+    assert raw_redis.zrange(keys.WAKEUPS, 0, -1, withscores=True) == [
+        (str(later_ms).encode(), later_ms)
+    ]
+    # A timer still wakes an idle source: no new entries, one wakeup due.
+    assert reader.latestOffset(end, ReadMaxRows(100)) == end
+    inbound.add_wakeups([int(end["tick"]) + 1])
+    woken = wait_for(
+        lambda: reader.latestOffset(end, ReadMaxRows(100)) != end, 5, "a timer's wakeup"
+    )
+    assert woken

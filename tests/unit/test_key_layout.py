@@ -78,7 +78,7 @@ def test_one_shard_keeps_the_unsharded_names() -> None:
     assert keys.keys_of("01M87N869M4T14JMZ993P04STH", 1) == keys.UNSHARDED
     assert (keys.UNSHARDED.outbox, keys.UNSHARDED.journal(60_000)) == (
         "delayline:outbox",
-        "delayline:delivered:1",
+        "delayline:delivered:60",
     )
     assert keys.read_layout(2) == [keys.UNSHARDED, keys.shard_keys(0), keys.shard_keys(1)]
 

@@ -88,7 +88,7 @@ class ShardLayout(RedisConnection):
                 self._copy_minute(shard, minute, shards)
 
     def _copy_minute(self, shard: keys.ShardKeys, minute: int, shards: int) -> None:
-        name = shard.cancel_requests(minute * keys.JOURNAL_BUCKET_MS)
+        name = shard.cancel_requests(minute * keys.CANCELS_BUCKET_MS)
 
         def read() -> list[Any]:
             pipe = self._redis.pipeline(transaction=False)
@@ -110,7 +110,7 @@ class ShardLayout(RedisConnection):
             rescheduled = not field.startswith(b"~") and len(parts) == 3
             if rescheduled and keys.keys_of(parts[1].decode(), shards) != target:
                 value += VIA_INBOUND
-            copies.setdefault(target.cancel_requests(minute * keys.JOURNAL_BUCKET_MS), {})[
+            copies.setdefault(target.cancel_requests(minute * keys.CANCELS_BUCKET_MS), {})[
                 field
             ] = value
         if not copies:

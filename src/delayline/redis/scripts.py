@@ -40,6 +40,7 @@ def _name(key: str) -> str:
 LUA_CONSTANTS: Mapping[str, str | int] = {
     "BELL_WITHIN_MS": BELL_WITHIN_MS,
     "JOURNAL_BUCKET_MS": keys.JOURNAL_BUCKET_MS,
+    "CANCELS_BUCKET_MS": keys.CANCELS_BUCKET_MS,
     # A status hash's name is the shard's namespace (the script's last key), a name
     # and the due minute (keys.ShardKeys.journal and friends).
     "JOURNAL": _name(keys.UNSHARDED.journal(0)).removesuffix("0"),

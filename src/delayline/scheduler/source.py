@@ -317,6 +317,9 @@ class InboundReader(DataSourceStreamReader):
             ends.update(kafka_ends)
         now = now_ms()
         ticked_ms = int(start.get("tick", 0))
+        # Asked before every batch, busy or idle: it also forgets the wakeups the last
+        # batch fired, which a load that never lets the query idle would pile up.
+        timer_due = inbound.due_wakeup(ticked_ms, now)
         if (
             ends != begun
             # The run's token is part of the offset. Spark runs a batch only for new
@@ -326,7 +329,7 @@ class InboundReader(DataSourceStreamReader):
             or start.get("run") != self._run_token
             # No-data batches are off (an idle query would run one every trigger):
             # a timer fires only in a batch, so wake one when a timer is due...
-            or inbound.due_wakeup(ticked_ms, now)
+            or timer_due
             # ...or when none ran for a while, should a wakeup have been lost.
             or now - ticked_ms >= self._settings.idle_batch_ms
         ):

@@ -1,7 +1,7 @@
 -- The second step of a sharded delivery (see delivery.lua), in the topic's
 -- slot: write each entry of a shard's ready stream to its topic, once. An id
 -- already written (a flush repeated after a crash, or by two flushers) is
--- skipped; the mark is kept per due minute for the journal's time.
+-- skipped; the mark is kept per due second for the journal's time.
 -- KEYS: the topic, the prefix of its written-ids hashes ({<topic>}-tagged).
 -- ARGV: journal ttl s, then per entry: its ready entry id, n, and its n fields
 -- and values (the topic entry's, and 'topic').

@@ -15,6 +15,7 @@
 
 --! include outbox.lua
 --! include pending.lua
+--! include status_keys.lua
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = string.format('%d', now_ms)
@@ -68,12 +69,11 @@ end
 -- raising would fail the chunk on every retry, for good. Keep the message as a
 -- reject, and take back its journal entry: it was not delivered.
 local function reject_undelivered(topic, id, body, key, headers, due, attempt, err)
-  local suffix = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
-  if journal_ttl > 0 then redis.call('HDEL', ns .. '${JOURNAL}' .. suffix, id) end
+  if journal_ttl > 0 then redis.call('HDEL', journal_of(due), id) end
   local reason = 'cannot deliver to topic ' .. topic .. ': ' .. err
   add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
     'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
-    ns .. '${REJECTED}' .. suffix, id, reason)
+    rejected_of(due), id, reason)
 end
 local function deliver(topic, id, body, key, headers, due, attempt, journal)
   -- However it ends (delivered, a duplicate, a reject), it is no longer pending.
@@ -131,9 +131,8 @@ local function place(id, topic, body, key, headers, due, attempt, via_inbound)
     inbound_send(id, topic, body, key, headers, due, attempt, false)
     return
   end
-  local minute = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
   if outbox_put(box, now_ms, id, topic, body, key, headers, due, attempt,
-      ns .. '${JOURNAL}' .. minute, ns .. '${CANCELS}' .. minute) then
+      journal_of(due), cancels_of(due)) then
     counts.accepted = counts.accepted + 1
     pending_add(due, topic, 1)
     placed_in_outbox = true

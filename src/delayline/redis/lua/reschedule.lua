@@ -19,10 +19,9 @@ local horizon_ms = tonumber(ARGV[7])
 --! include delivery.lua
 --! include cancel_request.lua
 local id, due, new_id, new_due = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local suffix = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
-local settled = redis.call('HGET', ns .. '${JOURNAL}' .. suffix, id)
+local settled = redis.call('HGET', journal_of(due), id)
 if settled then return {'settled', settled} end
-local requested = redis.call('HGET', ns .. '${CANCELS}' .. suffix, id)
+local requested = redis.call('HGET', cancels_of(due), id)
 if requested then return {'requested', requested} end
 request_cancel(id, due, '', new_id .. ':' .. new_due, now, tonumber(ARGV[1]))
 if deliver_waiting(box[2], id) then

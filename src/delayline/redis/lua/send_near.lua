@@ -14,6 +14,7 @@
 local ns = KEYS[6]
 --! include outbox.lua
 --! include pending.lua
+--! include status_keys.lua
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local horizon_ms = tonumber(ARGV[1])
@@ -29,10 +30,8 @@ while i <= #ARGV do
     redis.call('XADD', KEYS[4], '*', unpack(ARGV, i + 1, last))
   else
     near = near + 1
-    local minute = string.format('%d', math.floor(tonumber(due) / ${JOURNAL_BUCKET_MS}))
     if outbox_put(box, now_ms, f['id'], f['topic'], f['body'], f['key'] or '',
-        f['headers'] or '{}', due, f['attempt'] or '1', ns .. '${JOURNAL}' .. minute,
-        ns .. '${CANCELS}' .. minute) then
+        f['headers'] or '{}', due, f['attempt'] or '1', journal_of(due), cancels_of(due)) then
       accepted = accepted + 1
       pending_add(due, f['topic'], 1)
     end
