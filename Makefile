@@ -6,10 +6,10 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint kafka-jars bench-quick clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[server,test]"
+	$(BIN)/python -m pip install --quiet -e ".[server,test]" -c constraints.txt
 	touch $@
 
 ## run: start delayline with an embedded Redis on 127.0.0.1:6390 (ARGS="..." for options)

@@ -26,8 +26,10 @@ from delayline.forecast import DEFAULT_HOT_OVER, Forecast
 from delayline.listing import (
     LISTING_POLL_S,
     MAX_LIMIT,
+    ListRequest,
     PendingMessage,
     by_due_time,
+    later_ones,
     listing_waits,
 )
 from delayline.model import Message
@@ -148,10 +150,12 @@ class AsyncClient(ClientBase):
 
     async def cancel_key(self, topic: str, key: str) -> int:
         """See :meth:`delayline.Client.cancel_key`."""
-        rows = await self.list_pending(topic=topic, key=key, limit=MAX_LIMIT)
-        if not rows:
-            return 0
-        return await self._run(self._cancel_many_plan(topic, rows))
+        request = ListRequest(topic=topic, key=key, limit=MAX_LIMIT)
+        soonest = await self._run(self._outbox_plan(request))
+        cancelled = await self._run(self._cancel_many_plan(topic, soonest)) if soonest else 0
+        listed = await self.list_pending(topic=topic, key=key, limit=MAX_LIMIT)
+        rest = later_ones(listed, soonest)
+        return cancelled + (await self._run(self._cancel_many_plan(topic, rest)) if rest else 0)
 
     async def reschedule_key(
         self,
@@ -197,7 +201,11 @@ class AsyncClient(ClientBase):
         while True:
             entries = await self._run(plans.claim()) if plans.claim_due() else []
             for entry in entries or await self._run(plans.read()):
-                yield AsyncDelivery(entry, policy, self.limits, self)
+                reason = consuming.foreign_reason(entry, self.limits)
+                if reason is None:
+                    yield AsyncDelivery(entry, policy, self.limits, self)
+                else:
+                    await self._run(consuming.dead_letter(entry, reason, now_ms=timing.now_ms()))
 
     async def follow(
         self, topic: str, *, block_ms: int = DEFAULT_BLOCK_MS, batch: int = DEFAULT_BATCH
@@ -207,8 +215,9 @@ class AsyncClient(ClientBase):
         policy = RetryPolicy()
         while True:
             plan = consuming.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
-            for entry in await self._run(plan):
-                after_id = entry.entry_id
+            entries = await self._run(plan)
+            after_id = entries[-1].entry_id if entries else after_id
+            for entry in consuming.watchable(entries, self.limits):
                 yield DeliveryBase(entry, policy, self.limits)
 
     async def close(self) -> None:

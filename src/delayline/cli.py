@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +39,7 @@ from delayline.progress import ProgressBar, format_bound
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
 from delayline.scheduler.settings import SchedulerSettings, run_options
 from delayline.sending import numbered_arguments
+from delayline.urls import redacted
 from delayline.validation import Limits
 
 #: Exit codes: 1 for a runtime failure, 2 for bad usage, input or configuration.
@@ -59,6 +61,40 @@ api_token_option = click.option(
     default=None,
     help="Require this bearer token on every route but /healthz [env: DELAYLINE_API_TOKEN].",
 )
+
+
+def api_guard_options(prefix: str, host_flag: str) -> Callable[[F], F]:
+    """``--<prefix>allowed-hosts``, ``--<prefix>docs`` and ``--insecure-no-auth``, as
+    the parameters ``allowed_hosts``, ``docs`` and ``insecure_no_auth``."""
+
+    def add(command: F) -> F:
+        for option in reversed(
+            [
+                click.option(
+                    f"--{prefix}allowed-hosts",
+                    "allowed_hosts",
+                    default=None,
+                    help="Comma-separated names the HTTP API answers to (* for any) "
+                    f"[default: 127.0.0.1, localhost, ::1 and {host_flag}].",
+                ),
+                click.option(
+                    f"--{prefix}docs",
+                    "docs",
+                    is_flag=True,
+                    help="Serve Swagger UI at /docs (loaded from a CDN).",
+                ),
+                click.option(
+                    "--insecure-no-auth",
+                    is_flag=True,
+                    help="Serve the HTTP API beyond loopback without a token "
+                    "(something in front checks every request).",
+                ),
+            ]
+        ):
+            command = option(command)
+        return command
+
+    return add
 
 
 def one_line_errors(command: F) -> F:
@@ -137,7 +173,10 @@ def embedded_redis_options(command: F) -> F:
     for option in reversed(
         [
             click.option(
-                "--redis-url", default=None, help="Use this Redis instead of the embedded one."
+                "--redis-url",
+                envvar="DELAYLINE_REDIS_URL",
+                default=None,
+                help="Use this Redis instead of the embedded one [env: DELAYLINE_REDIS_URL].",
             ),
             click.option(
                 "--redis-port",
@@ -165,6 +204,7 @@ def embedded_redis_options(command: F) -> F:
 @click.option("--api-port", default=DEFAULT_API_PORT, show_default=True, help="HTTP API port.")
 @click.option("--no-api", is_flag=True, help="Do not serve the HTTP API.")
 @api_token_option
+@api_guard_options("api-", "--api-host")
 @click.option(
     "--progress-interval",
     type=float,
@@ -186,6 +226,9 @@ def run(
     api_port: int,
     no_api: bool,
     api_token: str | None,
+    allowed_hosts: str | None,
+    docs: bool,
+    insecure_no_auth: bool,
     progress_interval: float,
     verbose: bool,
     **tuning: Any,
@@ -207,7 +250,16 @@ def run(
     run_service(
         settings,
         embedded_port=None if redis_url else redis_port,
-        api=None if no_api else ApiOptions(api_host, api_port, api_token),
+        api=None
+        if no_api
+        else ApiOptions(
+            api_host,
+            api_port,
+            api_token,
+            allowed_hosts=host_list(allowed_hosts),
+            docs=docs,
+            insecure_no_auth=insecure_no_auth,
+        ),
         progress_interval_s=progress_interval,
         echo=click.echo,
         verbose=verbose,
@@ -260,28 +312,56 @@ def drain(redis_url: str | None, redis_port: int, data_dir: Path, checkpoint: st
 @click.option("--host", default=DEFAULT_API_HOST, show_default=True, help="Address to serve on.")
 @click.option("--port", default=DEFAULT_API_PORT, show_default=True, help="Port to serve on.")
 @api_token_option
+@api_guard_options("", "--host")
 @one_line_errors
-def api(redis_url: str, host: str, port: int, api_token: str | None) -> None:
+def api(
+    redis_url: str,
+    host: str,
+    port: int,
+    api_token: str | None,
+    allowed_hosts: str | None,
+    docs: bool,
+    insecure_no_auth: bool,
+) -> None:
     """Serve only the HTTP API, for a scheduler that runs elsewhere.
 
     \b
     Example:
-      delayline api --redis-url redis://10.0.0.5:6379/0 --host 0.0.0.0
+      export DELAYLINE_REDIS_URL=redis://:PASSWORD@10.0.0.5:6379/0
+      export DELAYLINE_API_TOKEN=...
+      delayline api --host 0.0.0.0 --allowed-hosts delayline.internal
     """
     with server_extra("api"):
         import uvicorn
 
         from delayline.api.app import create_app
+        from delayline.api.server import ApiOptions
 
-    click.echo(f"http api  http://{host}:{port} over {redis_url}")
+    options = ApiOptions(
+        host,
+        port,
+        api_token,
+        allowed_hosts=host_list(allowed_hosts),
+        docs=docs,
+        insecure_no_auth=insecure_no_auth,
+    )
+    options.check()
+
+    click.echo(f"http api  http://{host}:{port} over {redacted(redis_url)}")
     # uvicorn drains on SIGINT/SIGTERM, then re-raises the signal to the handler
     # it found; a no-op one lets the command end with status 0 after the drain.
     for handled in (signal.SIGINT, signal.SIGTERM):
         signal.signal(handled, lambda *_: None)
-    uvicorn.run(
-        create_app(redis_url, api_token=api_token), host=host, port=port, log_level="warning"
+    app = create_app(
+        redis_url, api_token=api_token, allowed_hosts=options.hosts(), docs=options.docs
     )
+    uvicorn.run(app, host=host, port=port, log_level="warning")
     click.echo("stopped")
+
+
+def host_list(text: str | None) -> tuple[str, ...]:
+    """``--allowed-hosts``: comma-separated names, or () for the default."""
+    return tuple(name.strip() for name in (text or "").split(",") if name.strip())
 
 
 def parse_at(text: str) -> int:
@@ -376,7 +456,8 @@ def send(
       echo -n payload | delayline send retry.calls - --level 5
       delayline send orders.timeout order-42 --delay 30m --kafka localhost:9092
     """
-    data = sys.stdin.buffer.read() if body is None or body == "-" else body.encode()
+    # The argument's own bytes, as the shell gave them (Python decoded them losslessly).
+    data = sys.stdin.buffer.read() if body is None or body == "-" else os.fsencode(body)
     with Client(redis_url, kafka=kafka, kafka_topic=kafka_topic) as client:
         message_id = client.send(
             topic, data, key=key, headers=parse_headers(headers), **when(delay, at, level)

@@ -29,6 +29,7 @@ from delayline.listing import (
     ListRequest,
     PendingMessage,
     by_due_time,
+    later_ones,
     listing_waits,
 )
 from delayline.model import Message, message_from
@@ -130,6 +131,7 @@ class ClientBase:
                 now_ms=timing.now_ms(),
                 retention_ms=self.status_retention_ms,
                 published=published,
+                limits=self.limits,
             )
         )
 
@@ -151,6 +153,7 @@ class ClientBase:
                 now_ms=now,
                 retention_ms=self.status_retention_ms,
                 published=published,
+                limits=self.limits,
             )
         )
 
@@ -427,14 +430,17 @@ class Client(ClientBase):
         """Cancel every pending message of ``topic`` with producer key ``key``; returns how
         many were cancelled.
 
-        It lists them first (a scan of the scheduler's state, see :meth:`list_pending`:
-        seconds at 1M pending), up to 10,000 per call; the cancels then take
-        effect as :meth:`cancel`'s do. Raises SchedulerError as the listing does.
+        Those in the outbox, due within the scheduler's horizon, are cancelled at
+        once; the rest are listed first (a scan of the scheduler's state, see
+        :meth:`list_pending`: seconds at 1M pending, and what was sent a moment
+        ago), up to 10,000 per call. The cancels take effect as :meth:`cancel`'s
+        do. Raises SchedulerError as the listing does.
         """
-        rows = self.list_pending(topic=topic, key=key, limit=MAX_LIMIT)
-        if not rows:
-            return 0
-        return self._run(self._cancel_many_plan(topic, rows))
+        request = ListRequest(topic=topic, key=key, limit=MAX_LIMIT)
+        soonest = self._run(self._outbox_plan(request))
+        cancelled = self._run(self._cancel_many_plan(topic, soonest)) if soonest else 0
+        rest = later_ones(self.list_pending(topic=topic, key=key, limit=MAX_LIMIT), soonest)
+        return cancelled + (self._run(self._cancel_many_plan(topic, rest)) if rest else 0)
 
     def reschedule_key(
         self,
@@ -484,7 +490,9 @@ class Client(ClientBase):
         Creates the group if missing (it starts at the beginning of the
         stream). Entries another consumer left unacknowledged for
         ``claim_idle_ms`` are reclaimed first (XAUTOCLAIM). Call ``ack``,
-        ``retry_later`` or ``dead_letter`` on each delivery.
+        ``retry_later`` or ``dead_letter`` on each delivery. An entry that another
+        writer put in the topic, not a delivery, goes to ``<topic>.DLQ`` with its
+        reason instead of being yielded.
         """
         plans = self._consumer(topic, group, consumer, batch, block_ms, claim_idle_ms)
         policy = retry_policy or RetryPolicy()
@@ -492,7 +500,11 @@ class Client(ClientBase):
         while True:
             entries = self._run(plans.claim()) if plans.claim_due() else []
             for entry in entries or self._run(plans.read()):
-                yield Delivery(entry, policy, self.limits, self)
+                reason = consuming.foreign_reason(entry, self.limits)
+                if reason is None:
+                    yield Delivery(entry, policy, self.limits, self)
+                else:
+                    self._run(consuming.dead_letter(entry, reason, now_ms=timing.now_ms()))
 
     def follow(
         self, topic: str, *, block_ms: int = DEFAULT_BLOCK_MS, batch: int = DEFAULT_BATCH
@@ -502,8 +514,9 @@ class Client(ClientBase):
         policy = RetryPolicy()
         while True:
             plan = consuming.follow(topic, after_id=after_id, count=batch, block_ms=block_ms)
-            for entry in self._run(plan):
-                after_id = entry.entry_id
+            entries = self._run(plan)
+            after_id = entries[-1].entry_id if entries else after_id
+            for entry in consuming.watchable(entries, self.limits):
                 yield DeliveryBase(entry, policy, self.limits)
 
     def close(self) -> None:

@@ -61,7 +61,7 @@ class InvalidMessageIdError(ValidationError):
             "id",
             "format",
             f"not a delayline message id: {quoted(message_id)} "
-            "(expected 26 Crockford base32 characters, as returned by send)",
+            "(expected 26 Crockford base32 characters, due by the year 9999, as send returns)",
         )
 
 

@@ -14,6 +14,7 @@ import secrets
 import zlib
 
 from delayline.errors import InvalidMessageIdError
+from delayline.timing import LAST_MS
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _VALUE = {char: index for index, char in enumerate(_ALPHABET)}
@@ -21,8 +22,10 @@ _TIME_CHARS = 10
 _RANDOM_CHARS = 16
 ID_LENGTH = _TIME_CHARS + _RANDOM_CHARS
 
-#: The largest deliver_at_ms an id can carry (48 bits: the year 10889).
-MAX_ID_TIME_MS = (1 << 48) - 1
+#: The latest deliver_at_ms an id may carry: the last instant a datetime can show.
+#: The 48 bits of its time could carry more (to the year 10889), but a time no one
+#: can print is no use, and a caller's error.
+MAX_ID_TIME_MS = LAST_MS
 
 _ID_PATTERN = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
@@ -36,7 +39,7 @@ def _encode(value: int, length: int) -> str:
 
 
 def new_message_id(deliver_at_ms: int) -> str:
-    """Return a fresh id that encodes ``deliver_at_ms`` (epoch ms, 0..2**48-1).
+    """Return a fresh id that encodes ``deliver_at_ms`` (epoch ms, 0..MAX_ID_TIME_MS).
 
     Raises ValueError if ``deliver_at_ms`` does not fit in 48 bits.
     """
@@ -48,8 +51,12 @@ def new_message_id(deliver_at_ms: int) -> str:
 
 
 def is_message_id(value: object) -> bool:
-    """True if ``value`` is a well-formed message id."""
-    return isinstance(value, str) and _ID_PATTERN.fullmatch(value) is not None
+    """True if ``value`` is a well-formed message id, due by MAX_ID_TIME_MS."""
+    return (
+        isinstance(value, str)
+        and _ID_PATTERN.fullmatch(value) is not None
+        and _time_of(value) <= MAX_ID_TIME_MS
+    )
 
 
 def deliver_at_ms_of(message_id: str) -> int:
@@ -59,6 +66,10 @@ def deliver_at_ms_of(message_id: str) -> int:
     """
     if not is_message_id(message_id):
         raise InvalidMessageIdError(message_id)
+    return _time_of(message_id)
+
+
+def _time_of(message_id: str) -> int:
     value = 0
     for char in message_id[:_TIME_CHARS]:
         value = value * 32 + _VALUE[char]

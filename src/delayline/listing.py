@@ -61,7 +61,8 @@ class ListRequest:
 
 @dataclass(frozen=True)
 class PendingMessage:
-    """A pending message as a listing shows it; ``where`` is ``state`` or ``outbox``."""
+    """A pending message as a listing shows it; ``where`` is ``state``, ``outbox``, or
+    ``inbound`` (sent, and not in a committed batch yet)."""
 
     id: str
     topic: str
@@ -103,8 +104,16 @@ class ListingStatus:
 
 
 def by_due_time(rows: list[PendingMessage], limit: int) -> list[PendingMessage]:
-    """The first ``limit`` of ``rows`` by due time (then id)."""
-    return sorted(rows, key=lambda row: (row.deliver_at_ms, row.id))[:limit]
+    """The first ``limit`` of ``rows`` by due time (then id), each id once: a message
+    read from an inbound feed may have reached the outbox by the time it is read."""
+    unique = {row.id: row for row in reversed(rows)}.values()
+    return sorted(unique, key=lambda row: (row.deliver_at_ms, row.id))[:limit]
+
+
+def later_ones(rows: list[PendingMessage], done: list[PendingMessage]) -> list[PendingMessage]:
+    """``rows`` but those in ``done`` (by id): what a listing adds to an earlier read."""
+    seen = {row.id for row in done}
+    return [row for row in rows if row.id not in seen]
 
 
 #: How long a client waits for the scheduler to take up a listing (s).

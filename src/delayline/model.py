@@ -204,6 +204,11 @@ def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> 
     if not ids.is_message_id(message_id):
         raise ValidationError("id", "format", f"not a delayline message id: {quoted(message_id)}")
     sent_at_ms = _int_field(fields, "sent_at_ms", default=received_ms)
+    if op in (OP_CANCEL, OP_RESCHEDULE):
+        # A cancel request is kept until its message is due: none for a time no send
+        # could have asked for.
+        due_ms = ids.deliver_at_ms_of(message_id)
+        check_horizon(due_ms, now_ms=received_ms, limits=limits, field="id")
     if op == OP_CANCEL:
         return Cancel(id=message_id, sent_at_ms=sent_at_ms)
     if op == OP_RESCHEDULE:
@@ -212,6 +217,9 @@ def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> 
             raise ValidationError(
                 "new_id", "format", f"not a delayline message id: {quoted(new_id)}"
             )
+        # Refused here, the record cancels nothing: the original stays.
+        new_due_ms = ids.deliver_at_ms_of(new_id)
+        check_horizon(new_due_ms, now_ms=received_ms, limits=limits, field="new_id")
         return Cancel(id=message_id, sent_at_ms=sent_at_ms, rescheduled_to=new_id)
 
     deliver_at_ms = _int_field(fields, "deliver_at_ms")

@@ -28,6 +28,7 @@ from delayline.scheduler.drain import DrainReport, drain, refuse_early
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
+from delayline.urls import redacted
 
 #: Spark's output, in the data directory, unless ``delayline run --verbose``.
 SPARK_LOG = "spark.log"
@@ -69,8 +70,11 @@ def run_service(
     serve the HTTP API too (from as soon as Redis is up). A Redis that is
     loading or unreachable is waited for, at the start and while running,
     and said so on the console; an embedded one that dies is started again.
-    Raises DelaylineError subclasses for everything else that goes wrong.
+    Raises DelaylineError subclasses for everything else that goes wrong, and
+    ConfigurationError before anything starts for an API open with no token.
     """
+    if api is not None:
+        api.check()
     stop = threading.Event()
     with data_dir_lock(settings.data_dir), _stop_on_signals(stop), ExitStack() as cleanup:
         settings, server = _start_embedded(settings, embedded_port, cleanup, echo)
@@ -81,10 +85,16 @@ def run_service(
             echo("stopped")
             return
         kind = "embedded, AOF everysec" if server is not None else "external"
-        echo(f"redis     {settings.redis_url} ({kind})")
+        echo(f"redis     {redacted(settings.redis_url)} ({kind})")
         echo(f"data dir  {settings.data_dir.resolve()}")
         if api is not None:
-            app = create_app(settings.redis_url, api_token=api.token, limits=settings.limits)
+            app = create_app(
+                settings.redis_url,
+                api_token=api.token,
+                limits=settings.limits,
+                allowed_hosts=api.hosts(),
+                docs=api.docs,
+            )
             api_server = ApiServer(app, api.host, api.port)
             api_server.start()
             cleanup.callback(api_server.stop)
@@ -122,7 +132,7 @@ def drain_data_dir(
     with data_dir_lock(settings.data_dir), ExitStack() as cleanup:
         refuse_early(settings)  # before Spark's start, where it can
         settings, _ = _start_embedded(settings, embedded_port, cleanup, echo)
-        echo(f"redis     {settings.redis_url}")
+        echo(f"redis     {redacted(settings.redis_url)}")
         echo(f"draining  {settings.checkpoint_location}")
         with ticking(echo, "draining", _START_TICK_S):
             spark = build_session(settings, settings.data_dir.resolve() / SPARK_LOG)
@@ -203,7 +213,7 @@ def _wait_for_redis(
                 reason = f"Redis is loading its data: {percent:.0f}%"
         if time.monotonic() - last_said_at >= _WAITING_REPORT_S:
             last_said_at = time.monotonic()
-            echo(f"waiting   for Redis at {url}: {reason} (Ctrl-C stops)")
+            echo(f"waiting   for Redis at {redacted(url)}: {reason} (Ctrl-C stops)")
         if stop.wait(_WATCH_INTERVAL_S):
             return False
 

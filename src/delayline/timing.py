@@ -74,11 +74,23 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: 9999-12-31T23:59:59.999Z, the last instant a datetime can show (epoch ms).
+LAST_MS = 253_402_300_799_999
+
+
+def _shown(epoch_ms: int, field: str) -> int:
+    """``epoch_ms``, unless it is past LAST_MS (a time with a negative offset on the
+    last day of 9999, say). Raises ValidationError naming ``field``."""
+    if epoch_ms > LAST_MS:
+        raise ValidationError(field, "range", f"{field} is after 9999-12-31T23:59:59.999Z")
+    return epoch_ms
+
+
 def to_epoch_ms(moment: datetime, field: str = "deliver_at") -> int:
     """Epoch ms of an aware datetime.
 
     Raises ValidationError, naming ``field``, for a naive datetime, whose meaning
-    depends on the machine's timezone.
+    depends on the machine's timezone, and for one after LAST_MS.
     """
     if moment.tzinfo is None or moment.tzinfo.utcoffset(moment) is None:
         raise ValidationError(
@@ -87,14 +99,14 @@ def to_epoch_ms(moment: datetime, field: str = "deliver_at") -> int:
             f"{field} must be timezone-aware (for example datetime.now(UTC)); "
             "a naive datetime is ambiguous",
         )
-    return int(moment.timestamp() * 1000)
+    return _shown(int(moment.timestamp() * 1000), field)
 
 
 def parse_time_ms(text: str, field: str = "deliver_at") -> int:
     """Epoch ms of an RFC 3339 time such as ``2026-12-01T09:00:00Z`` or ``...+08:00``.
 
     Raises ValidationError naming ``field`` for anything else, including a time
-    without an offset.
+    without an offset or one after LAST_MS.
     """
     try:
         moment = datetime.fromisoformat(text.strip())
@@ -106,7 +118,7 @@ def parse_time_ms(text: str, field: str = "deliver_at") -> int:
         raise ValidationError(
             field, "timezone", f"{text!r} has no timezone offset; add Z or +hh:mm"
         )
-    return int(moment.timestamp() * 1000)
+    return _shown(int(moment.timestamp() * 1000), field)
 
 
 def format_time(epoch_ms: int) -> str:

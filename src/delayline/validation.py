@@ -55,10 +55,22 @@ def validate_topic(topic: object) -> str:
     return topic
 
 
+def utf8(field: str, text: str) -> bytes:
+    """``text`` as UTF-8. Raises ValidationError if it holds a lone surrogate (from
+    JSON's ``"\\ud800"``, say), which no UTF-8 text can."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(
+            field, "utf-8", f"{field} is not valid Unicode text: it holds a lone surrogate"
+        ) from None
+
+
 def validate_body(body: object, limits: Limits) -> bytes:
-    """Return ``body`` as bytes (str is UTF-8 encoded); refuse other types and oversize."""
+    """Return ``body`` as bytes (str is UTF-8 encoded); refuse other types, text that
+    UTF-8 cannot encode, and oversize."""
     if isinstance(body, str):
-        body = body.encode("utf-8")
+        body = utf8("body", body)
     if not isinstance(body, bytes | bytearray | memoryview):
         raise ValidationError(
             "body", "type", f"body must be bytes or str, got {type(body).__name__}"
@@ -79,6 +91,7 @@ def validate_key(key: object) -> str | None:
         return None
     if not isinstance(key, str) or len(key) > 1024:
         raise ValidationError("key", "type", "key must be a string of at most 1024 characters")
+    utf8("key", key)
     return key
 
 
@@ -98,7 +111,11 @@ def validate_headers(
         raise ValidationError(
             "headers", "type", "headers must be an object mapping strings to strings"
         )
-    size = encoded_bytes if encoded_bytes is not None else len(encode_headers(headers).encode())
+    size = (
+        encoded_bytes
+        if encoded_bytes is not None
+        else len(utf8("headers", encode_headers(headers)))
+    )
     if size > limits.max_headers_bytes:
         raise ValidationError(
             "headers",

@@ -30,7 +30,7 @@ def call(redis_url: str, scenario: Scenario, **app_options: Any) -> None:
     async def main() -> None:
         app = create_app(redis_url, **app_options)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://delayline") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8470") as http:
             await scenario(http)
 
     asyncio.run(main())

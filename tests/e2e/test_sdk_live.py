@@ -231,9 +231,13 @@ def test_list_pending_scans_the_schedulers_state(default_service: Service, once:
         rows = once.list_pending(topic=topic, on_progress=lambda *p: progress.append(p))
         return [row.id for row in rows]
 
-    # The scan reads the last committed batch: the sends are there a batch after they are read.
+    # Listed at once, from the inbound stream; from the state once a batch committed them.
+    assert listed() == sent
     wait_for(
-        lambda: listed() == sent, 60, "the listing to show the sends", [default_service.scheduler]
+        lambda: {row.where for row in once.list_pending(topic=topic)} == {"state"},
+        60,
+        "the listing to find the sends in the state",
+        [default_service.scheduler],
     )
     rows = once.list_pending(topic=topic, key="k1", limit=3)
     assert [(r.id, r.key, r.body_bytes, r.where) for r in rows] == [

@@ -11,7 +11,10 @@ import redis
 
 from delayline import Client, SchedulerError
 from delayline.listing import ListRequest, PendingMessage
+from delayline.model import Cancel, Message
 from delayline.redis import keys
+from delayline.scheduler.listing import inbound_row, listed, unsettled
+from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from tests.sinking import answer
 
@@ -62,3 +65,33 @@ def test_a_failed_scan_and_a_missing_scheduler_are_clear_errors(
         client.cancel_key("orders", "42")
     with pytest.raises(ValueError, match="limit must be 1 to 10,000"):
         client.list_pending(limit=0)
+
+
+def test_a_listing_reads_the_inbound_feeds_past_the_committed_batch(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    # A message sent a moment ago is on an inbound stream, not in the committed state:
+    # a cancel by key must find it there.
+    settings = SchedulerSettings(redis_url=redis_url, inbound_shards=2)
+    limits = settings.limits
+
+    def message(key: str) -> Message:
+        return Message.create(
+            "orders", b"x", now_ms=now_ms(), limits=limits, delay=600_000, key=key
+        )
+
+    committed, listed_ones, cancelled = message("42"), message("42"), message("42")
+    other_key, in_shard = message("7"), message("42")
+    done = raw_redis.xadd(keys.INBOUND, committed.to_record()).decode()
+    for sent in (listed_ones, cancelled, other_key):
+        raw_redis.xadd(keys.INBOUND, sent.to_record())
+    raw_redis.xadd(keys.INBOUND, Cancel(cancelled.id, now_ms()).to_record())
+    raw_redis.xadd(keys.inbound_shard(1), in_shard.to_record())
+    raw_redis.xadd(keys.inbound_shard(1), {b"v": b"1", b"op": b"send"})  # a reject, not listed
+    records = unsettled(settings, {"id": done, "id.0": "0-0", "id.1": "0-0"})
+    rows = [inbound_row(send) for send in listed(ListRequest("orders", "42"), records)]
+    assert sorted(row.id for row in rows) == sorted([listed_ones.id, in_shard.id])
+    assert {(row.where, row.key, row.body_bytes) for row in rows} == {("inbound", "42", 1)}
+    # With no batch committed, everything on the feeds is unsettled.
+    everything = listed(ListRequest("orders", "42"), unsettled(settings, {}))
+    assert len(everything) == 3

@@ -1,6 +1,6 @@
 """The HTTP API: ``create_app`` builds a FastAPI app over an AsyncClient.
 
-Routes (OpenAPI at ``/openapi.json``):
+Routes (OpenAPI at ``/openapi.json``; Swagger UI at ``/docs`` when asked for):
 
 - ``POST /v1/messages``: schedule one message (201).
 - ``POST /v1/messages:batch``: schedule up to 10,000 (per-item results).
@@ -21,7 +21,9 @@ Every error body is ``{"error": {"field", "rule", "message"}}``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,7 +43,14 @@ from pydantic import ValidationError as PydanticValidationError
 
 from delayline import ids, timing
 from delayline.__about__ import __version__
-from delayline.api.middleware import TOKEN_COOKIE, BearerTokenAuth, RequestSizeLimit
+from delayline.api.middleware import (
+    LOOPBACK_HOSTS,
+    TOKEN_COOKIE,
+    BearerTokenAuth,
+    HostAllowList,
+    JsonBodies,
+    RequestSizeLimit,
+)
 from delayline.api.schemas import (
     BatchIn,
     BatchItemOut,
@@ -83,11 +92,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+log = logging.getLogger(__name__)
+
 #: The dashboard's page: HTML, CSS and JavaScript in one file, no build step.
 DASHBOARD_HTML = (resources.files("delayline.api") / "dashboard.html").read_text(encoding="utf-8")
 
 #: How long a request waits for a Redis that is loading or unreachable before 503 (ms).
 API_PATIENCE_MS = 1_000
+#: How long /healthz waits for Redis's answer before 503 (s): a load balancer's check
+#: times out in a few seconds, and a Redis that hangs must read as down, not slow.
+HEALTH_TIMEOUT_S = 1.5
 
 
 def moment(text: str | None, field: str) -> datetime | None:
@@ -138,8 +152,12 @@ def create_app(
     api_token: str | None = None,
     limits: Limits | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    allowed_hosts: Collection[str] = LOOPBACK_HOSTS,
+    docs: bool = False,
 ) -> FastAPI:
-    """The API app for the delayline behind ``redis_url``; ``api_token`` turns on auth."""
+    """The API app for the delayline behind ``redis_url``; ``api_token`` turns on auth,
+    ``allowed_hosts`` are the names it answers to (``*``: any), and ``docs`` serves
+    Swagger UI at ``/docs`` (its page loads from a CDN)."""
     # Short patience: a caller should hear 503 soon, not wait for an outage to end.
     client = AsyncClient(redis_url, limits=limits, patience_ms=API_PATIENCE_MS)
 
@@ -154,10 +172,15 @@ def create_app(
         lifespan=lifespan,
         responses=ERRORS,
         description="Delayed messages: durable, cancellable, never early.",
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
     )
+    # The last added runs first: the Host, then the token, the size, the media type.
+    app.add_middleware(JsonBodies)
     app.add_middleware(RequestSizeLimit, max_bytes=max_request_bytes)
     if api_token:
         app.add_middleware(BearerTokenAuth, token=api_token)
+    app.add_middleware(HostAllowList, hosts=allowed_hosts)
 
     @app.exception_handler(ValidationError)
     async def invalid(_: Request, exc: ValidationError) -> JSONResponse:
@@ -312,10 +335,15 @@ def create_app(
     async def health() -> JSONResponse:
         """Redis reachable and the scheduler alive (a batch in the last 30 s)."""
         try:
-            metrics = await client.metrics()
-        except TransportError as exc:
+            metrics = await asyncio.wait_for(client.metrics(), HEALTH_TIMEOUT_S)
+        except (TransportError, TimeoutError) as exc:
+            # Whoever asks /healthz needs no token: the detail is the operator's, in the log.
+            log.warning("health check: %s", exc or f"Redis did not answer in {HEALTH_TIMEOUT_S} s")
             down = HealthOut(
-                status="unavailable", redis=False, scheduler_alive=False, error=str(exc)
+                status="unavailable",
+                redis=False,
+                scheduler_alive=False,
+                error="Redis is unavailable",
             )
             return JSONResponse(down.model_dump(), 503)
         age_ms = metrics.last_batch_age_ms

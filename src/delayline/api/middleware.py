@@ -1,6 +1,7 @@
-"""ASGI middleware: bearer-token auth and a request size limit.
+"""ASGI middleware: the Host allow-list, bearer-token auth, JSON request bodies, and a
+request size limit.
 
-Both answer with the API's error body before a route (or FastAPI's own
+Each answers with the API's error body before a route (or FastAPI's own
 parsing) sees the request.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Collection
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs
 
@@ -19,6 +21,13 @@ OPEN_PATHS = frozenset({"/healthz"})
 TOKEN_COOKIE = "delayline_token"
 #: The one route that takes the token in its query, to set that cookie.
 LOGIN_PATH = "/ui"
+#: The names a request may reach the API by, unless told otherwise: loopback only, so
+#: that a web page cannot rebind its own name to 127.0.0.1 and read the API.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: An allow-list entry that lets any Host through.
+ANY_HOST = "*"
+#: Methods whose body a route reads: JSON only, so that no cross-site form can send one.
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 async def _error(
@@ -37,6 +46,59 @@ async def _error(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def host_name(host: str) -> str:
+    """The name in a Host header, without its port or an IPv6 address's brackets."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+class HostAllowList:
+    """Answer 400 to a request whose Host is not one of ``hosts`` (ANY_HOST: any)."""
+
+    def __init__(self, app: ASGIApp, hosts: Collection[str]) -> None:
+        self.app = app
+        self._hosts = frozenset(host_name(host) for host in hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A load balancer checks /healthz by address, and it tells nothing secret.
+        if (
+            scope["type"] == "http"
+            and ANY_HOST not in self._hosts
+            and scope["path"] not in OPEN_PATHS
+        ):
+            name = host_name(dict(scope["headers"]).get(b"host", b"").decode("latin-1"))
+            if name not in self._hosts:
+                message = (
+                    f"this API is not served as {name or 'a request without Host'}; "
+                    "its operator can allow the name with --allowed-hosts"
+                )
+                await _error(send, 400, "host", message, [])
+                return
+        await self.app(scope, receive, send)
+
+
+class JsonBodies:
+    """Answer 415 to a POST, PUT or PATCH whose Content-Type is not JSON: a form on
+    another site can send a body without a preflight, but never as JSON."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in BODY_METHODS:
+            declared = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+            media_type = declared.partition(";")[0].strip().lower()
+            if media_type != "application/json":
+                message = (
+                    f"the body must be JSON (Content-Type: application/json), not {declared!r}"
+                )
+                await _error(send, 415, "content-type", message, [])
+                return
+        await self.app(scope, receive, send)
 
 
 class BearerTokenAuth:
@@ -62,7 +124,9 @@ class BearerTokenAuth:
         if scope["path"] == LOGIN_PATH:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             if "token" in query:
-                return hmac.compare_digest(query["token"][0].encode(), self._token)
+                # One token, the one the page then keeps in its cookie: never a second.
+                tokens = query["token"]
+                return len(tokens) == 1 and hmac.compare_digest(tokens[0].encode(), self._token)
         try:
             cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
         except CookieError:

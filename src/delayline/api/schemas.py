@@ -82,8 +82,9 @@ class MessageIn(WhenIn):
         """The validated message. Raises ValidationError naming the field and rule."""
         if (self.body is None) == (self.body_b64 is None):
             raise ValidationError("body", "exclusive", "give exactly one of body or body_b64")
+        body: bytes | str
         if self.body is not None:
-            body = self.body.encode("utf-8")
+            body = self.body  # UTF-8 encoded by validation, which refuses a lone surrogate
         else:
             try:
                 body = base64.b64decode(self.body_b64 or "", validate=True)

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from delayline import ids
+from delayline.errors import ValidationError
 from delayline.model import Message
 from delayline.plans import Command, Plan, as_text, xadd
 from delayline.plans.producing import Published, schedule
 from delayline.redis import keys
 from delayline.retry import RetryPolicy
+from delayline.timing import LAST_MS
 from delayline.validation import Limits, decode_headers
+
+log = logging.getLogger(__name__)
+
+#: The longest one read blocks in Redis (ms); a caller that waits longer reads again.
+#: Its reply must come within the connection's read timeout (10 s), or a Redis that
+#: hangs would hang the consumer: 0 (for ever) is this too.
+MAX_BLOCK_MS = 5_000
+
+
+def _blocking(block_ms: int) -> int:
+    return MAX_BLOCK_MS if block_ms <= 0 else min(block_ms, MAX_BLOCK_MS)
 
 
 @dataclass(frozen=True)
@@ -67,7 +82,7 @@ def read(topic: str, group: str, consumer: str, *, count: int, block_ms: int) ->
         "COUNT",
         count,
         "BLOCK",
-        block_ms,
+        _blocking(block_ms),
         "STREAMS",
         topic,
         ">",
@@ -82,7 +97,9 @@ def read(topic: str, group: str, consumer: str, *, count: int, block_ms: int) ->
 
 def follow(topic: str, *, after_id: str, count: int, block_ms: int) -> Plan[list[Entry]]:
     """Entries after ``after_id`` ("$": only new ones), read without a consumer group."""
-    command: Command = ("XREAD", "COUNT", count, "BLOCK", block_ms, "STREAMS", topic, after_id)
+    command: Command = (
+        "XREAD", "COUNT", count, "BLOCK", _blocking(block_ms), "STREAMS", topic, after_id
+    )  # fmt: skip
 
     def parse(replies: list[Any]) -> list[Entry]:
         [streams] = replies
@@ -173,6 +190,35 @@ def retry_delay(entry: Entry, policy: RetryPolicy, delay_ms: int | None) -> int 
     if planned is None:
         return None
     return planned if delay_ms is None else delay_ms
+
+
+def foreign_reason(entry: Entry, limits: Limits) -> str | None:
+    """Why ``entry`` is not a delivery as delayline writes one (another writer's entry
+    in the topic stream), or None if it is: its id, times, attempt and headers parse."""
+    if not ids.is_message_id(entry.text("id")):
+        return f"not a delayline delivery: id {entry.fields.get(b'id')!r} is not a message id"
+    for name, lowest in (("deliver_at_ms", 0), ("delivered_at_ms", 0), ("attempt", 1)):
+        raw = entry.fields.get(name.encode(), b"1" if name == "attempt" else b"")
+        if not raw.isdigit() or not lowest <= int(raw) <= LAST_MS:
+            return f"not a delayline delivery: {name} {raw!r} is not a number from {lowest}"
+    try:
+        decode_headers(entry.text("headers"), limits)
+    except ValidationError as exc:
+        return f"not a delayline delivery: {exc}"
+    return None
+
+
+def watchable(entries: list[Entry], limits: Limits) -> list[Entry]:
+    """The deliveries among ``entries`` read without a group; another writer's entries
+    are left out, each with a warning (a watcher cannot dead-letter what it reads)."""
+    kept = []
+    for entry in entries:
+        reason = foreign_reason(entry, limits)
+        if reason is None:
+            kept.append(entry)
+        else:
+            log.warning("skipped entry %s of %s: %s", entry.entry_id, entry.topic, reason)
+    return kept
 
 
 def _entries(topic: str, group: str, found: Iterable[Any]) -> list[Entry]:

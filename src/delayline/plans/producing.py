@@ -14,6 +14,7 @@ from delayline.plans import Command, Plan, as_text, xadd
 from delayline.redis import keys, scripts
 from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS
+from delayline.validation import Limits, check_horizon
 
 T = TypeVar("T")
 
@@ -119,14 +120,24 @@ def status(
 
 
 def cancel(
-    message_id: str, *, now_ms: int, retention_ms: int, published: Published = Published()
+    message_id: str,
+    *,
+    now_ms: int,
+    retention_ms: int,
+    published: Published = Published(),
+    limits: Limits | None = None,
 ) -> Plan[bool]:
     """Cancel ``message_id`` unless it was already delivered, rejected, or is unknown.
 
     Writes the cancel record and a cancel request (for ``status``, kept
     ``retention_ms`` past the message's due minute) in one transaction, in the
     message's shard; the request takes the message out of the forecast at once.
+    Raises ValidationError for an id no send could have made: due further than
+    ``limits.max_delay_ms`` from now (a request for it would be kept until then).
     """
+    check_horizon(
+        ids.deliver_at_ms_of(message_id), now_ms=now_ms, limits=limits or Limits(), field="id"
+    )
     shard = keys.keys_of(message_id, published.shards)
     read = status(message_id, now_ms=now_ms, published=published)
 
@@ -185,14 +196,17 @@ def reschedule(
     now_ms: int,
     retention_ms: int,
     published: Published = Published(),
+    limits: Limits | None = None,
 ) -> Plan[str]:
     """Replace ``message_id`` with a copy due at ``deliver_at_ms``; the plan returns its id.
 
     The old message is never delivered and the copy is, once. The copy's id is
     drawn in the old message's shard, where the script that sends it runs.
-    Raises MessageStateError unless the old message is still pending.
+    Raises MessageStateError unless the old message is still pending, and
+    ValidationError as :func:`cancel` does.
     """
     due_ms = ids.deliver_at_ms_of(message_id)
+    check_horizon(due_ms, now_ms=now_ms, limits=limits or Limits(), field="id")
     shard = keys.keys_of(message_id, published.shards)
     new_id = ids.new_message_id(deliver_at_ms)
     while keys.keys_of(new_id, published.shards) != shard:

@@ -17,16 +17,18 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from delayline.defaults import DEFAULT_REDIS_URL
-from delayline.errors import ConnectError, TransportError
+from delayline.errors import ConfigurationError, ConnectError, TransportError
 from delayline.plans import Command
+from delayline.urls import redacted
 
 #: How long a call keeps retrying a Redis that cannot serve (loading its data,
 #: unreachable, refusing writes it cannot persist) before raising ConnectError (ms).
 DEFAULT_PATIENCE_MS = 5_000
-#: How long a reply may take (s); None: as long as the command blocks. redis-py 8
-#: reads with a 5 s timeout by default, which a consumer's XREADGROUP BLOCK of
-#: 5 s or more outlasts: it would take an idle topic for Redis being away.
-READ_TIMEOUT_S: float | None = None
+#: How long a reply may take (s): a server that accepts connections and never
+#: answers is unreachable after this, not a hang. Every blocking command blocks
+#: for less: the pump's and the listings' at most 1 s, a consumer's read at most
+#: consuming.MAX_BLOCK_MS, however long its caller waits in all.
+READ_TIMEOUT_S = 10.0
 #: Redis reads a blocking command's timeout in seconds and truncates it to whole
 #: ms: under 1 ms, and 0.001 itself (long double arithmetic), it means "block for
 #: ever". Every timeout we give BLPOP or BRPOP is at least this (s).
@@ -39,6 +41,19 @@ T = TypeVar("T")
 
 
 @contextmanager
+def malformed_url(url: str) -> Iterator[None]:
+    """Re-raise redis-py's complaint about ``url`` as a ConfigurationError that shows the
+    URL without its password."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(
+            f"not a usable Redis URL: {redacted(url)} ({exc}); "
+            "expected redis://[:password@]host[:port][/db] or rediss://..."
+        ) from None
+
+
+@contextmanager
 def translated_errors(action: str) -> Iterator[None]:
     """Re-raise redis-py errors as delayline errors, naming what was being done.
 
@@ -47,6 +62,12 @@ def translated_errors(action: str) -> Iterator[None]:
     """
     try:
         yield
+    except redis.AuthenticationError as exc:
+        # Not "unreachable", and no retry will fix it: the operator must.
+        raise ConfigurationError(
+            f"cannot {action}: Redis refused the credentials ({exc}); check the password "
+            "in the Redis URL (DELAYLINE_REDIS_URL)"
+        ) from exc
     except redis.BusyLoadingError as exc:
         raise ConnectError(f"cannot {action}: Redis is loading its data into memory") from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -72,9 +93,15 @@ def no_retries() -> Retry:
 def backoff_delays(patience_ms: int | None) -> Iterator[float]:
     """Waits (s) between retries: from FIRST_BACKOFF_S, doubling to MAX_BACKOFF_S.
 
-    They stop once ``patience_ms`` would be spent; ``None`` never stops.
+    They stop once ``patience_ms``, counted from this call, would be spent;
+    ``None`` never stops.
     """
+    # Now, not at the first wait: a first attempt that timed out has spent patience too.
     deadline = None if patience_ms is None else time.monotonic() + patience_ms / 1000
+    return _delays(deadline)
+
+
+def _delays(deadline: float | None) -> Iterator[float]:
     delay_s = FIRST_BACKOFF_S
     while deadline is None or time.monotonic() + delay_s <= deadline:
         yield delay_s
@@ -137,15 +164,16 @@ class RedisConnection:
         """A client for ``url`` (``redis://host:port/db``); it connects on first use.
 
         Every call retries for up to ``patience_ms`` while Redis cannot serve
-        (``None``: until it can). Raises ValueError for a malformed URL.
+        (``None``: until it can). Raises ConfigurationError for a malformed URL.
         """
-        client = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=5,
-            socket_timeout=READ_TIMEOUT_S,
-            health_check_interval=30,
-            retry=no_retries(),
-        )
+        with malformed_url(url):
+            client = redis.Redis.from_url(
+                url,
+                socket_connect_timeout=5,
+                socket_timeout=READ_TIMEOUT_S,
+                health_check_interval=30,
+                retry=no_retries(),
+            )
         return cls(client, patience_ms=patience_ms)
 
     def _call(self, action: str, call: Callable[[], T]) -> T:
@@ -203,12 +231,13 @@ class AsyncRedisConnection:
         cls, url: str = DEFAULT_REDIS_URL, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
     ) -> Self:
         """As :meth:`RedisConnection.from_url`, for asyncio."""
-        client = redis.asyncio.Redis.from_url(
-            url,
-            socket_connect_timeout=5,
-            socket_timeout=READ_TIMEOUT_S,
-            retry=redis.asyncio.retry.Retry(NoBackoff(), 0),
-        )
+        with malformed_url(url):
+            client = redis.asyncio.Redis.from_url(
+                url,
+                socket_connect_timeout=5,
+                socket_timeout=READ_TIMEOUT_S,
+                retry=redis.asyncio.retry.Retry(NoBackoff(), 0),
+            )
         return cls(client, patience_ms=patience_ms)
 
     async def execute(

@@ -75,8 +75,10 @@ class CheckpointFiles:
         """The source's offset (field -> value) at the end of the last committed batch;
         empty if none is committed."""
         batch = self.last_batch("commits")
-        if batch < 0:
-            return {}
+        return {} if batch < 0 else self.offsets(batch)
+
+    def offsets(self, batch: int) -> dict[str, str]:
+        """The source's offset (field -> value) at the end of ``batch``."""
         offsets: dict[str, str] = json.loads(self._read("offsets", str(batch)).splitlines()[-1])
         return offsets
 

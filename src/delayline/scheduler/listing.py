@@ -7,27 +7,53 @@ for come back to the driver. The scan reads the whole state: seconds at 1M
 pending, on the same cores as the streaming query. A thread of ``delayline
 run`` (:class:`ListingServer`) serves the requests that clients leave in
 Redis, one at a time, and reports the scan's progress in tasks.
+
+What that batch had not committed is read too, from the inbound feeds past its
+offsets (:func:`unsettled`): a message sent a moment before the listing, still
+on the inbound stream or in the batch in flight, is listed as ``inbound``, so
+that a cancel by key finds it. A message leaves the inbound feeds only when a
+later batch commits, which holds it in the state from then on.
 """
 
 from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from delayline.errors import SchedulerError
 from delayline.listing import ListRequest, PendingMessage
 from delayline.redis.listings import Listings
 from delayline.scheduler import packs
 from delayline.scheduler.background import Background
+from delayline.scheduler.checkpoint_files import CheckpointFiles
+from delayline.scheduler.records import to_packed
+from delayline.scheduler.settings import SchedulerSettings
+from delayline.scheduler.source import (
+    START_ID,
+    id_order,
+    inbound_for,
+    kafka_inbound_for,
+    kafka_prefix,
+    offset_fields,
+)
+
+#: How many times a listing reads the inbound feeds past the last committed batch,
+#: should a batch commit during each read (a read takes milliseconds, a batch seconds).
+UNSETTLED_READS = 5
 
 #: Spark's error for a checkpoint with no committed batch: the state holds nothing yet.
 NO_BATCH_YET = "STDS_COMMITTED_BATCH_UNAVAILABLE"
+
+#: A listed send: (deliver_at_ms, id, topic, key, attempt, body_bytes).
+Listed = tuple[int, str, str, str, int, int]
 
 #: A listed send, in the order the scan sorts by: due time first.
 LISTED_ARROW = pa.schema(
@@ -60,32 +86,74 @@ def selected(request_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     all lie in one state partition: one task sees both.
     """
     request = ListRequest.from_json(request_json)
-    sends: list[tuple[int, str, str, str, int, int]] = []
-    cancelled: set[str] = set()
-    for batch in batches:
-        for data in batch.column(0).to_pylist():
-            for record in packs.unpack(data):
-                if record.kind in packs.CANCELS:
-                    cancelled.add(record.id)
-                elif record.kind == packs.SEND and request.selects(
-                    record.topic, record.key, record.deliver_at_ms
-                ):
-                    sends.append((record.deliver_at_ms, record.id, record.topic, record.key,
-                                  record.attempt, len(record.body)))  # fmt: skip
-    first = heapq.nsmallest(request.limit, (s for s in sends if s[1] not in cancelled))
-    rows = [dict(zip(LISTED_ARROW.names, send, strict=True)) for send in first]
+    records = (
+        record
+        for batch in batches
+        for data in batch.column(0).to_pylist()
+        for record in packs.unpack(data)
+    )
+    rows = [dict(zip(LISTED_ARROW.names, send, strict=True)) for send in listed(request, records)]
     yield pa.RecordBatch.from_pylist(rows, schema=LISTED_ARROW)
 
 
+def listed(request: ListRequest, records: Iterable[packs.Record]) -> list[Listed]:
+    """The first ``request.limit`` sends among ``records`` by due time that ``request``
+    asks for and that no cancel among them names."""
+    sends: list[Listed] = []
+    cancelled: set[str] = set()
+    for record in records:
+        if record.kind in packs.CANCELS:
+            cancelled.add(record.id)
+        elif record.kind == packs.SEND and request.selects(
+            record.topic, record.key, record.deliver_at_ms
+        ):
+            sends.append((record.deliver_at_ms, record.id, record.topic, record.key,
+                          record.attempt, len(record.body)))  # fmt: skip
+    return heapq.nsmallest(request.limit, (s for s in sends if s[1] not in cancelled))
+
+
+def inbound_row(send: Listed) -> PendingMessage:
+    """A send listed from an inbound feed, not yet in the state."""
+    deliver_at_ms, message_id, topic, key, attempt, body_bytes = send
+    return PendingMessage(message_id, topic, key, deliver_at_ms, attempt, body_bytes, "inbound")
+
+
+def unsettled(settings: SchedulerSettings, committed: Mapping[str, str]) -> list[packs.Record]:
+    """The records of every inbound feed past the ``committed`` offsets (a batch's
+    end offset; empty for none), decoded as the source decodes them."""
+    inbound = inbound_for(settings.redis_url)
+    feeds: list[Iterable[tuple[str, Mapping[bytes, bytes]]]] = []
+    for field, stream in offset_fields(settings.inbound_shards):
+        newest = inbound.last_id(stream=stream)
+        after = committed.get(field, START_ID)
+        if newest is not None and id_order(newest) > id_order(after):
+            feeds.append(inbound.read(after, newest, stream=stream))
+    if settings.kafka is not None:
+        topic = kafka_inbound_for(settings.kafka, settings.kafka_inbound_topic)
+        prefix = kafka_prefix(topic.topic)
+        partitions = topic.partitions()
+        for partition, end in topic.ends(partitions).items():
+            feeds.append(topic.read(partition, int(committed.get(f"{prefix}{partition}", 0)), end))
+    limits, wheel, shards = settings.limits, settings.wheel, settings.shards
+    return [
+        record
+        for entry_id, fields in itertools.chain.from_iterable(feeds)
+        for _, data in to_packed(entry_id, fields, limits=limits, wheel=wheel, shards=shards)
+        for record in packs.unpack(data)
+    ]
+
+
 def scan_state(
-    spark: SparkSession, checkpoint: str, request: ListRequest, group: str
+    spark: SparkSession, checkpoint: str, request: ListRequest, group: str, batch_id: int
 ) -> list[PendingMessage]:
-    """The first ``request.limit`` messages in the state that it asks for and that no
-    cancel there names, by due time, as Spark job group ``group`` (for its progress)."""
+    """The first ``request.limit`` messages in the state after batch ``batch_id`` that
+    it asks for and that no cancel there names, by due time, as Spark job group
+    ``group`` (for its progress)."""
     spark.sparkContext.setJobGroup(group, "delayline listing", interruptOnCancel=True)
     pending = (
         spark.read.format("statestore")
         .option("stateVarName", "entries")
+        .option("batchId", batch_id)
         .load(checkpoint)
         .select("list_element.pack")
         .mapInArrow(functools.partial(selected, request.to_json()), LISTED)
@@ -98,9 +166,12 @@ def scan_state(
 class ListingServer(Background):
     """Serves listing requests from Redis on a thread of its own, one at a time."""
 
-    def __init__(self, spark: SparkSession, checkpoint: str, listings: Listings) -> None:
+    def __init__(
+        self, spark: SparkSession, settings: SchedulerSettings, listings: Listings
+    ) -> None:
         self._spark = spark
-        self._checkpoint = checkpoint
+        self._settings = settings
+        self._checkpoint = CheckpointFiles(spark, settings.checkpoint_location)
         self._listings = listings
         super().__init__("delayline-listings")
 
@@ -125,17 +196,41 @@ class ListingServer(Background):
         watcher = threading.Thread(target=self._watch, args=(listing_id, group, done), daemon=True)
         watcher.start()
         try:
-            rows = scan_state(self._spark, self._checkpoint, request, group)
+            batch_id, records = self._unsettled()
+            rows = [] if batch_id < 0 else self._scan(request, group, batch_id)
         except Exception as exc:  # any failure is the listing's, not the service's
             done.set()
-            if NO_BATCH_YET in str(exc):  # a first batch not committed yet: nothing held
-                self._listings.finish(listing_id, [])
-                return
             self._listings.fail(listing_id, f"the scan failed: {exc}"[:1000])
             return
         done.set()
         watcher.join()
+        # A message of the state cancelled since, on an inbound feed, is not listed.
+        cancelled = {record.id for record in records if record.kind in packs.CANCELS}
+        rows = [row for row in rows if row.id not in cancelled]
+        rows += [inbound_row(send) for send in listed(request, records)]
         self._listings.finish(listing_id, rows)
+
+    def _unsettled(self) -> tuple[int, list[packs.Record]]:
+        """(the last committed batch, or -1, and the records past its offsets). Read
+        again if a batch committed meanwhile: the source trims a batch's records once
+        the one after it commits, and those would be in neither place."""
+        for _ in range(UNSETTLED_READS):
+            batch_id = self._checkpoint.last_batch("commits")
+            offsets = self._checkpoint.offsets(batch_id) if batch_id >= 0 else {}
+            records = unsettled(self._settings, offsets)
+            if self._checkpoint.last_batch("commits") == batch_id:
+                return batch_id, records
+        raise SchedulerError(
+            f"batches committed during each of {UNSETTLED_READS} reads of the inbound feeds"
+        )
+
+    def _scan(self, request: ListRequest, group: str, batch_id: int) -> list[PendingMessage]:
+        try:
+            return scan_state(self._spark, self._checkpoint.location, request, group, batch_id)
+        except Exception as exc:
+            if NO_BATCH_YET in str(exc):  # a first batch not committed yet: nothing held
+                return []
+            raise
 
     def _watch(self, listing_id: str, group: str, done: threading.Event) -> None:
         """Report the scan's tasks, done and in all, until it ends."""

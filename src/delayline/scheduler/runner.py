@@ -126,7 +126,7 @@ class Scheduler:
             self._query = start_query(self._spark, self.settings, self._run_token)
             self._query_id = str(self._query.id)
             listings = Listings.from_url(self.settings.redis_url, patience_ms=0)
-            self._listings = ListingServer(self._spark, self.settings.checkpoint_location, listings)
+            self._listings = ListingServer(self._spark, self.settings, listings)
             self._listings.start()
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc

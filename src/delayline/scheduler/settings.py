@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -246,23 +249,49 @@ class SchedulerSettings:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None and k in known})
 
 
+#: The data directory holds every message body (the AOF, the checkpoint): only its
+#: user may enter it, and what is written in it while the lock is held is 0600.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_UMASK = 0o077
+
+
 @contextmanager
 def data_dir_lock(data_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``data_dir`` for as long as the block runs.
+    """Hold an exclusive lock on ``data_dir`` for as long as the block runs, with the
+    directory private to its user and the process's umask 077 (so the embedded
+    server, Spark and delayline create their files 0600).
 
     Two schedulers on one checkpoint would corrupt it. The kernel drops the
     lock when the process dies, even by SIGKILL. Raises ConfigurationError if
-    another process holds it.
+    another process holds it, or if ``.lock`` is a symbolic link (it is opened
+    without following one, and never truncated).
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / ".lock", "w") as lock_file:
+    data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    with contextlib.suppress(PermissionError):  # another user's: theirs to set
+        data_dir.chmod(PRIVATE_DIR_MODE)
+    lock_path = data_dir / ".lock"
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(lock_path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigurationError(
+                f"{lock_path.resolve(strict=False)} is a symbolic link; delayline will not "
+                f"follow it: remove {lock_path}"
+            ) from None
+        raise ConfigurationError(f"cannot open {lock_path}: {exc.strerror}") from None
+    umask = os.umask(PRIVATE_UMASK)
+    try:
         try:
-            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ConfigurationError(
                 f"another delayline scheduler is running on {data_dir.resolve()}"
             ) from None
         yield
+    finally:
+        os.umask(umask)
+        os.close(descriptor)
 
 
 def pin_settings(settings: SchedulerSettings) -> None:
@@ -297,15 +326,38 @@ def pin_settings(settings: SchedulerSettings) -> None:
             )
         )
     if differs or not path.exists() or set(recorded) != set(names):
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(current, indent=2) + "\n")
+        settings.data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        # Written aside and renamed over: a crash leaves the old record or the new one.
+        written = path.with_name(f".{PINNED_FILE}.tmp")
+        descriptor = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(json.dumps(current, indent=2) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(written, path)
 
 
 def recorded_settings(data_dir: Path) -> dict[str, Any]:
-    """The pinned settings recorded in ``data_dir`` (PINNED_FILE), or {} if none are."""
+    """The pinned settings recorded in ``data_dir`` (PINNED_FILE), or {} if none are.
+
+    Raises ConfigurationError if the record cannot be read as JSON settings.
+    """
     path = data_dir / PINNED_FILE
-    recorded: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    return recorded
+    if not path.exists():
+        return {}
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problem = str(exc)
+    else:
+        if isinstance(recorded, dict):
+            return recorded
+        problem = "not a JSON object"
+    raise ConfigurationError(
+        f"{path} is not a record of settings ({problem}). It holds the settings the "
+        "checkpoint was created with: restore it, or delete it and start with those "
+        "settings, and it is written again"
+    )
 
 
 def checkpoint_settled(location: str) -> bool:
