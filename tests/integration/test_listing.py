@@ -88,10 +88,11 @@ def test_a_listing_reads_the_inbound_feeds_past_the_committed_batch(
     raw_redis.xadd(keys.INBOUND, Cancel(cancelled.id, now_ms()).to_record())
     raw_redis.xadd(keys.inbound_shard(1), in_shard.to_record())
     raw_redis.xadd(keys.inbound_shard(1), {b"v": b"1", b"op": b"send"})  # a reject, not listed
-    records = unsettled(settings, {"id": done, "id.0": "0-0", "id.1": "0-0"})
-    rows = [inbound_row(send) for send in listed(ListRequest("orders", "42"), records)]
+    asked = ListRequest("orders", "42")
+    records = unsettled(settings, {"id": done, "id.0": "0-0", "id.1": "0-0"}, asked)
+    rows = [inbound_row(send) for send in listed(asked, records)]
     assert sorted(row.id for row in rows) == sorted([listed_ones.id, in_shard.id])
     assert {(row.where, row.key, row.body_bytes) for row in rows} == {("inbound", "42", 1)}
     # With no batch committed, everything on the feeds is unsettled.
-    everything = listed(ListRequest("orders", "42"), unsettled(settings, {}))
+    everything = listed(asked, unsettled(settings, {}, asked))
     assert len(everything) == 3

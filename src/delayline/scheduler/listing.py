@@ -118,9 +118,12 @@ def inbound_row(send: Listed) -> PendingMessage:
     return PendingMessage(message_id, topic, key, deliver_at_ms, attempt, body_bytes, "inbound")
 
 
-def unsettled(settings: SchedulerSettings, committed: Mapping[str, str]) -> list[packs.Record]:
-    """The records of every inbound feed past the ``committed`` offsets (a batch's
-    end offset; empty for none), decoded as the source decodes them."""
+def unsettled(
+    settings: SchedulerSettings, committed: Mapping[str, str], request: ListRequest
+) -> list[packs.Record]:
+    """The cancels, and the sends ``request`` asks for, of every inbound feed past the
+    ``committed`` offsets (a batch's end offset; empty for none), decoded as the
+    source decodes them. Only those are kept: a backlog may hold millions."""
     inbound = inbound_for(settings.redis_url)
     feeds: list[Iterable[tuple[str, Mapping[bytes, bytes]]]] = []
     for field, stream in offset_fields(settings.inbound_shards):
@@ -140,6 +143,11 @@ def unsettled(settings: SchedulerSettings, committed: Mapping[str, str]) -> list
         for entry_id, fields in itertools.chain.from_iterable(feeds)
         for _, data in to_packed(entry_id, fields, limits=limits, wheel=wheel, shards=shards)
         for record in packs.unpack(data)
+        if record.kind in packs.CANCELS
+        or (
+            record.kind == packs.SEND
+            and request.selects(record.topic, record.key, record.deliver_at_ms)
+        )
     ]
 
 
@@ -196,7 +204,7 @@ class ListingServer(Background):
         watcher = threading.Thread(target=self._watch, args=(listing_id, group, done), daemon=True)
         watcher.start()
         try:
-            batch_id, records = self._unsettled()
+            batch_id, records = self._unsettled(request)
             rows = [] if batch_id < 0 else self._scan(request, group, batch_id)
         except Exception as exc:  # any failure is the listing's, not the service's
             done.set()
@@ -210,14 +218,14 @@ class ListingServer(Background):
         rows += [inbound_row(send) for send in listed(request, records)]
         self._listings.finish(listing_id, rows)
 
-    def _unsettled(self) -> tuple[int, list[packs.Record]]:
+    def _unsettled(self, request: ListRequest) -> tuple[int, list[packs.Record]]:
         """(the last committed batch, or -1, and the records past its offsets). Read
         again if a batch committed meanwhile: the source trims a batch's records once
         the one after it commits, and those would be in neither place."""
         for _ in range(UNSETTLED_READS):
             batch_id = self._checkpoint.last_batch("commits")
             offsets = self._checkpoint.offsets(batch_id) if batch_id >= 0 else {}
-            records = unsettled(self._settings, offsets)
+            records = unsettled(self._settings, offsets, request)
             if self._checkpoint.last_batch("commits") == batch_id:
                 return batch_id, records
         raise SchedulerError(
