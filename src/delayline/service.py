@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
+from delayline import local
 from delayline.api.app import create_app
 from delayline.api.server import ApiOptions, ApiServer
 from delayline.client import Client
@@ -84,7 +85,7 @@ def run_service(
         if not _wait_for_redis(connection, settings.redis_url, stop, echo):
             echo("stopped")
             return
-        kind = "embedded, AOF everysec" if server is not None else "external"
+        kind = f"embedded {server.version}, AOF everysec" if server is not None else "external"
         echo(f"redis     {redacted(settings.redis_url)} ({kind})")
         echo(f"data dir  {settings.data_dir.resolve()}")
         if api is not None:
@@ -151,7 +152,7 @@ def _start_embedded(
     the settings as they are, and None."""
     if port is None:
         return settings, None
-    server = EmbeddedRedis(settings.data_dir / "redis", port)
+    server = EmbeddedRedis(local.server_dir(settings.data_dir), port)
     cleanup.callback(server.stop)
     server.start(on_progress=lambda line: echo(f"redis     {line}"))
     return replace(settings, redis_url=server.url), server

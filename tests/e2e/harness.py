@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import redis
 
-from delayline import ids, timing
+from delayline import ids, local, timing
 from delayline.model import Cancel, Message
 from delayline.redis import keys
 from delayline.validation import Limits
@@ -128,6 +128,15 @@ class SchedulerProcess:
     @property
     def output(self) -> str:
         return "\n".join(self.lines)
+
+    @property
+    def embedded_url(self) -> str:
+        """The embedded server's URL, password included, as the run left it in its
+        ``--data-dir`` for clients."""
+        data_dir = Path(self.args[self.args.index("--data-dir") + 1])
+        url = local.read_url(local.server_dir(data_dir))
+        assert url is not None, f"no URL in {local.server_dir(data_dir)}"
+        return url
 
     def start(self) -> None:
         """Start it and wait for the query to run; if it does not, leave nothing behind."""

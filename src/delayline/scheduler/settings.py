@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from delayline.defaults import DEFAULT_REDIS_URL
+from delayline.defaults import DEFAULT_DATA_DIR, DEFAULT_REDIS_URL
 from delayline.errors import ConfigurationError
 from delayline.kafka.records import INBOUND_TOPIC
 from delayline.redis import keys
@@ -102,7 +102,7 @@ class SchedulerSettings:
     """
 
     redis_url: str = DEFAULT_REDIS_URL
-    data_dir: Path = Path("delayline-data")
+    data_dir: Path = DEFAULT_DATA_DIR
     # The job keeps its state in RocksDB, off the heap; under spark-submit, its
     # own spark.driver.memory wins.
     master: str | None = option(
