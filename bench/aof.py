@@ -33,10 +33,6 @@ def _restart_s(server: EmbeddedRedis) -> float:
     return time.monotonic() - started
 
 
-def _aof_bytes(directory: Path) -> int:
-    return (directory / "appendonly.aof").stat().st_size
-
-
 def _wait_for_rewrite(client: redis.Redis) -> None:
     while int(client.info("persistence")["aof_rewrite_in_progress"]):
         time.sleep(0.1)
@@ -59,14 +55,14 @@ def main(pending: int, port: int) -> dict[str, object]:
             raw = redis.Redis.from_url(server.url, retry=no_retries())
             _wait_for_rewrite(raw)
             time.sleep(1.5)  # appendfsync everysec: let the last second reach the file
-            crashed_bytes = _aof_bytes(directory)
+            crashed_bytes = server.aof_bytes
             crashed_load_s = _restart_s(server)
             raw = redis.Redis.from_url(server.url, retry=no_retries())
             assert raw.xlen("delayline:inbound") == pending, "the restart lost records"
             raw.bgrewriteaof()
             time.sleep(0.5)
             _wait_for_rewrite(raw)
-            rewritten_bytes = _aof_bytes(directory)
+            rewritten_bytes = server.aof_bytes
             rewritten_load_s = _restart_s(server)
         finally:
             server.stop()

@@ -168,12 +168,23 @@ class AsyncClient(ClientBase):
         level: int | None = None,
     ) -> dict[str, str]:
         """See :meth:`delayline.Client.reschedule_key`."""
-        moved = {}
-        for row in await self.list_pending(topic=topic, key=key, limit=MAX_LIMIT):
-            with contextlib.suppress(MessageStateError):
-                moved[row.id] = await self.reschedule(
-                    row.id, delay=delay, deliver_at=deliver_at, level=level
-                )
+        moved: dict[str, str] = {}
+
+        async def move(rows: list[PendingMessage]) -> list[PendingMessage]:
+            copies = set(moved.values())  # made by the first step: listed too
+            for row in rows:
+                if row.id in copies:
+                    continue
+                with contextlib.suppress(MessageStateError):
+                    moved[row.id] = await self.reschedule(
+                        row.id, delay=delay, deliver_at=deliver_at, level=level
+                    )
+            return rows
+
+        request = ListRequest(topic=topic, key=key, limit=MAX_LIMIT)
+        soonest = await move(await self._run(self._outbox_plan(request)))
+        listed = await self.list_pending(topic=topic, key=key, limit=MAX_LIMIT)
+        await move(later_ones(listed, soonest))
         return moved
 
     async def rejects(self, count: int = 20) -> list[StreamEntry]:

@@ -453,14 +453,27 @@ class Client(ClientBase):
         level: int | None = None,
     ) -> dict[str, str]:
         """Reschedule every pending message of ``topic`` with producer key ``key`` (as
-        :meth:`reschedule` does, up to 10,000 per call, listed first); returns each old
-        id's new id. One delivered meanwhile is left out."""
-        moved = {}
-        for row in self.list_pending(topic=topic, key=key, limit=MAX_LIMIT):
-            with contextlib.suppress(MessageStateError):
-                moved[row.id] = self.reschedule(
-                    row.id, delay=delay, deliver_at=deliver_at, level=level
-                )
+        :meth:`reschedule` does, up to 10,000 per call); returns each old id's new id.
+
+        Those in the outbox, due soonest, go first; the rest are listed as
+        :meth:`cancel_key` lists them. One delivered meanwhile is left out.
+        """
+        moved: dict[str, str] = {}
+
+        def move(rows: list[PendingMessage]) -> list[PendingMessage]:
+            copies = set(moved.values())  # made by the first step: listed too
+            for row in rows:
+                if row.id in copies:
+                    continue
+                with contextlib.suppress(MessageStateError):
+                    moved[row.id] = self.reschedule(
+                        row.id, delay=delay, deliver_at=deliver_at, level=level
+                    )
+            return rows
+
+        request = ListRequest(topic=topic, key=key, limit=MAX_LIMIT)
+        soonest = move(self._run(self._outbox_plan(request)))
+        move(later_ones(self.list_pending(topic=topic, key=key, limit=MAX_LIMIT), soonest))
         return moved
 
     def rejects(self, count: int = 20) -> list[observing.StreamEntry]:

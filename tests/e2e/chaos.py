@@ -417,7 +417,7 @@ def redis_outage(
     if remaining_s > 0:
         time.sleep(remaining_s)  # the outage itself: nothing to poll for
     assert alive(run), f"the scheduler exited during the outage:\n{run.output[-5000:]}"
-    aof_bytes = (server.data_dir / "appendonly.aof").stat().st_size
+    aof_bytes = server.aof_bytes
     loading = time.monotonic()
     server.start()
     load_s = time.monotonic() - loading

@@ -140,6 +140,21 @@ class SchedulerProcess:
 
     def start(self) -> None:
         """Start it and wait for the query to run; if it does not, leave nothing behind."""
+        process = self.launch()
+        try:
+            wait_for(
+                lambda: "scheduler running" in self.output or process.poll() is not None,
+                START_TIMEOUT_S,
+                "the scheduler to start",
+                [self],
+            )
+            assert process.poll() is None, f"the scheduler exited:\n{self.output[-5000:]}"
+        except BaseException:
+            self.stop_quietly()
+            raise
+
+    def launch(self) -> subprocess.Popen[str]:
+        """Start it, and return at once."""
         self.process = subprocess.Popen(
             self.args,
             stdout=subprocess.PIPE,
@@ -152,17 +167,7 @@ class SchedulerProcess:
         self._record(psutil.Process(process.pid))
         threading.Thread(target=self._collect, args=(process,), daemon=True).start()
         threading.Thread(target=self._snapshots, daemon=True).start()
-        try:
-            wait_for(
-                lambda: "scheduler running" in self.output or process.poll() is not None,
-                START_TIMEOUT_S,
-                "the scheduler to start",
-                [self],
-            )
-            assert process.poll() is None, f"the scheduler exited:\n{self.output[-5000:]}"
-        except BaseException:
-            self.stop_quietly()
-            raise
+        return process
 
     def _collect(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -241,6 +246,13 @@ class SchedulerProcess:
         included; return the driver's exit code."""
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGINT)
+        return self.process.wait(timeout_s)
+
+    def terminate(self, timeout_s: float) -> int:
+        """``kill -TERM -- -PGID``: SIGTERM to the whole process group, the driver JVM
+        included; return the driver's exit code."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGTERM)
         return self.process.wait(timeout_s)
 
     def stop_quietly(self) -> None:

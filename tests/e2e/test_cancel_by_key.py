@@ -92,3 +92,21 @@ def test_a_cancel_by_key_right_after_the_send_wins(
     wait_for(lambda: default_service.raw.xlen(topic) >= 1, 30, "the kept message's delivery")
     delivered = [fields[b"id"].decode() for _, fields in default_service.raw.xrange(topic)]
     assert delivered == [kept]
+
+
+@pytest.mark.parametrize("path", DELAYS_MS)
+def test_a_reschedule_by_key_right_after_the_send_moves_every_one(
+    default_service: Service, path: str
+) -> None:
+    topic = f"rekey.{uuid.uuid4().hex[:8]}"
+    delay_ms = DELAYS_MS[path]
+    with Client(default_service.url) as client:
+        sent = client.send_many(
+            [{"topic": topic, "body": b"x", "delay": delay_ms, "key": "order-42"}] * DOOMED
+        )
+        moved = client.reschedule_key(topic, "order-42", delay=delay_ms + 1_000)
+        assert set(moved) == set(sent)
+        assert {client.status(message_id).state for message_id in sent} == {"rescheduled"}
+    wait_for(lambda: default_service.raw.xlen(topic) >= DOOMED, 30, "the moved messages")
+    delivered = [fields[b"id"].decode() for _, fields in default_service.raw.xrange(topic)]
+    assert sorted(delivered) == sorted(moved.values())

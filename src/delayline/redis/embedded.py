@@ -15,12 +15,10 @@ make the server write files. Its configuration goes in on stdin, so that
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib.util
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +30,7 @@ import redis
 from delayline import local
 from delayline.defaults import DEFAULT_REDIS_PORT
 from delayline.errors import ConfigurationError, TransportError
+from delayline.lifetime import die_with_parent
 from delayline.redis.compaction import AofCompaction
 from delayline.redis.connection import no_retries
 
@@ -45,14 +44,11 @@ DISABLED_COMMANDS = ("CONFIG", "DEBUG", "MODULE")
 #: own thread, and to Spark and the pump, on a machine with few cores.
 REWRITE_NICENESS = 19
 
-_PR_SET_PDEATHSIG = 1
-
 
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec. Without it a SIGKILLed `delayline run`
     # would leave the server holding the port and the AOF.
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)
 
 
 def server_executable() -> str:
@@ -134,6 +130,16 @@ class EmbeddedRedis:
     def log_path(self) -> Path:
         """The server's log file."""
         return self.data_dir / "redis.log"
+
+    @property
+    def aof_bytes(self) -> int:
+        """The size of the AOF on disk (bytes): every part of it (the base, the
+        increments since, the manifest), or the one file of a server before 7.0."""
+        parts = [
+            self.data_dir / "appendonly.aof",
+            *(self.data_dir / "appendonlydir").glob("appendonly.aof.*"),
+        ]
+        return sum(part.stat().st_size for part in parts if part.is_file())
 
     @property
     def _pid_path(self) -> Path:

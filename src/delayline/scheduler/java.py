@@ -31,8 +31,15 @@ def check_java() -> None:
     if java is None or not Path(java).exists():
         raise JavaNotFoundError(f"Java 17 or newer is needed to run the scheduler: {_INSTALL_HINT}")
     try:
+        # In a session of its own: a SIGTERM to our process group (a stop during the
+        # start) must not end the probe and read as a Java of unknown version.
         completed = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+            [java, "-version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            start_new_session=True,
         )
     except OSError as exc:
         raise JavaNotFoundError(f"cannot run {java} ({exc}): {_INSTALL_HINT}") from exc

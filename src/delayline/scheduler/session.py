@@ -5,14 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from pyspark import java_gateway
 from pyspark.sql import SparkSession
 
+from delayline.lifetime import die_with_parent
 from delayline.scheduler.java import check_java
 from delayline.scheduler.priority import SPARK_NICENESS
 from delayline.scheduler.settings import SchedulerSettings
@@ -112,6 +116,46 @@ def sigint_left_to_us() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def jvm_in_a_session_of_its_own() -> Iterator[None]:
+    """A driver JVM started while the block runs leads a session of its own, and is
+    SIGKILLed by the kernel when this process ends.
+
+    ``kill -TERM -- -PGID`` signals the whole process group: a JVM in it would
+    exit at once, in the middle of a batch, and PySpark would fail with an
+    EOFError. Out of it, the JVM is stopped by ``delayline run`` once the
+    current batch has finished. Ignoring SIGTERM instead would not do: the
+    processes the JVM starts would inherit that, and outlive the SIGTERM it
+    stops them with. A ``kill -9`` of ``delayline run`` still takes the JVM at
+    once, as when it was in the group. PySpark sets its own ``preexec_fn`` on
+    the JVM's Popen (it ignores SIGINT), so ours goes around its Popen, the
+    one seam it has. Only from the main thread: the kernel's signal follows
+    the thread that started the JVM, and another thread may end first.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    original: Any = getattr(java_gateway, "Popen")  # noqa: B009  (not exported)
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        theirs = kwargs.get("preexec_fn")
+
+        def preexec() -> None:  # in the child, between fork and exec
+            if theirs is not None:
+                theirs()
+            os.setsid()
+            die_with_parent(signal.SIGKILL)
+
+        started: subprocess.Popen[bytes] = original(*args, **{**kwargs, "preexec_fn": preexec})
+        return started
+
+    setattr(java_gateway, "Popen", popen)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(java_gateway, "Popen", original)  # noqa: B010
+
+
 def build_session(settings: SchedulerSettings, spark_log: Path | None = None) -> SparkSession:
     """Start (or reuse) the Spark session for ``settings.master``.
 
@@ -137,7 +181,7 @@ def build_session(settings: SchedulerSettings, spark_log: Path | None = None) ->
     builder = SparkSession.builder.master(master) if master else SparkSession.builder
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # this process starts the driver JVM
         builder = builder.config("spark.driver.memory", settings.driver_memory)
-    with children_write_to(spark_log), sigint_left_to_us():
+    with children_write_to(spark_log), sigint_left_to_us(), jvm_in_a_session_of_its_own():
         spark = _configured(builder, settings, java_options, scratch).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if local:
