@@ -44,7 +44,8 @@ def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
         assert url.endswith(f"@127.0.0.1:{port}/0")
         password = url.split(":")[2].split("@")[0]
         assert password not in service.output
-        line = f"redis     redis://:***@127.0.0.1:{port}/0 (embedded Valkey 8.1.8, AOF everysec)"
+        server = "embedded Valkey 8.1.8 with mimalloc, AOF everysec"
+        line = f"redis     redis://:***@127.0.0.1:{port}/0 ({server})"
         assert line in service.output
         assert f"http api  http://127.0.0.1:{api_port} (auth off)" in service.output
         client = Client(url)
