@@ -471,7 +471,7 @@ def listing_table(result: dict[str, Any] | None) -> str:
 
 
 #: The soak shown in docs/benchmarks.md, in bench/results/soak.
-SOAK_RESULT = "60min-5000.json"
+SOAK_RESULT = "60min-5000-valkey.json"
 
 
 def soak_section(path: Path, docs: Path) -> str:
