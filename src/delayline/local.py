@@ -42,10 +42,10 @@ def read_url(directory: Path) -> str | None:
 def password(directory: Path) -> str:
     """The embedded server's password: the one it had before, so that clients and
     URLs keep working across restarts, or a new random one (43 URL-safe characters)."""
-    with contextlib.suppress(ValueError):
-        previous = read_url(directory)
-        if previous is not None and urlsplit(previous).password:
-            return str(urlsplit(previous).password)
+    previous = read_url(directory)
+    with contextlib.suppress(ValueError):  # a damaged file: a new password
+        if previous is not None and (kept := urlsplit(previous).password):
+            return kept
     return secrets.token_urlsafe(32)
 
 
