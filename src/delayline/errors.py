@@ -12,6 +12,7 @@
     ├── TransportError             Redis (or another broker) failed
     │   └── ConnectError       it could not be reached at all
     └── SchedulerError             the Spark query failed or stopped
+        ├── FencedError            another pump took this one's Kafka transactional id
         └── ClusterError           a standalone Spark cluster did not start or is not there
 
 Foreign exceptions (redis-py, py4j) are translated at the boundary with
@@ -97,6 +98,10 @@ class ConnectError(TransportError):
 
 class SchedulerError(DelaylineError):
     """The scheduling query failed or stopped unexpectedly."""
+
+
+class FencedError(SchedulerError):
+    """Another process took over this one's work (a Kafka transactional id in use)."""
 
 
 class ClusterError(SchedulerError):

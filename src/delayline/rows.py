@@ -54,3 +54,8 @@ class Reject(NamedTuple):
 
 
 SinkRow = Deliver | Cascade | Drop | Reject
+
+
+#: A ready stream's entry: its id, and the topic entry's fields plus ``topic``
+#: (lua/delivery.lua writes it; a flusher to topics outside Redis reads it).
+ReadyEntry = tuple[bytes, dict[bytes, bytes]]

@@ -24,7 +24,9 @@ from delayline import Client
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.kafka import records
 from delayline.kafka.consumer import REASON_HEADER, retry_later
-from delayline.kafka.target import target_for, target_url
+from delayline.kafka.flushing import flusher_for
+from delayline.kafka.target import target_url
+from delayline.kafka.topics import UNKNOWN_TOPIC_MS
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.retry import RetryPolicy
@@ -158,10 +160,17 @@ def test_a_topic_kafka_does_not_have_keeps_its_message_as_a_reject(
             query_id="q", partition=0, batch_id=1, first_row=0, journal_ttl_s=3_600,
             rows=[delivered(message_id, topic="nowhere")],
         )  # fmt: skip
-        target = target_for(store.target_of(keys.UNSHARDED))
-        assert target is not None
-        assert store.flush_ready(keys.UNSHARDED, 3_600, target=target) == 1
-        target.close()
+        flusher = flusher_for(store.target_of(keys.UNSHARDED), "delayline-pump-test")
+        assert flusher is not None
+        flusher.flush(store, keys.UNSHARDED, 3_600)
+        # Held while Kafka is asked again, then refused once its budget is spent.
+        assert raw_redis.xlen(keys.REJECTS) == 0
+        wait_for(
+            lambda: flusher.flush(store, keys.UNSHARDED, 3_600) and raw_redis.xlen(keys.REJECTS),
+            UNKNOWN_TOPIC_MS / 1000 + 5,
+            "the reject",
+        )
+        flusher.close()
     [(_, reject)] = raw_redis.xrange(keys.REJECTS)
     assert reject[b"id"] == message_id.encode()
     assert reject[b"reason"].startswith(b"cannot deliver to topic nowhere: ")

@@ -24,6 +24,8 @@ PURE_CORE = (
     "delayline.ids",
     "delayline.kafka",
     "delayline.kafka.records",
+    "delayline.kafka.target",
+    "delayline.kafka.topics",
     "delayline.listing",
     "delayline.metrics",
     "delayline.model",

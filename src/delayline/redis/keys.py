@@ -161,6 +161,12 @@ class ShardKeys:
         return self.namespace + "target"
 
     @property
+    def blocked(self) -> str:
+        """Topics outside Redis whose messages wait (hash: topic -> ms its oldest has
+        waited), as the shard's pump last saw them; it expires unless renewed."""
+        return self.namespace + "blocked"
+
+    @property
     def topics(self) -> str:
         """The topic streams the shard's deliveries wrote to (set), which the scheduler
         trims by their retention (see delayline/retention.py)."""

@@ -9,9 +9,9 @@ reach (the horizon) and records the batches it completes (the heartbeat).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import redis
 
@@ -19,7 +19,7 @@ from delayline import ids
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.redis import keys, scripts
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
-from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, SinkRow
+from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, ReadyEntry, SinkRow
 from delayline.timing import HORIZON_MS, now_ms
 
 
@@ -56,18 +56,9 @@ def chunk_keys(shard: keys.ShardKeys, marker: str) -> list[str]:
 ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
 
 
-#: A ready stream's entry: its id, and the topic entry's fields plus ``topic``.
-ReadyEntry = tuple[bytes, dict[bytes, bytes]]
-
-
-class Target(Protocol):
-    """Topics outside Redis (Kafka's): the second step of a delivery writes to them."""
-
-    def deliver(self, entries: Sequence[ReadyEntry]) -> dict[bytes, str]:
-        """Write each ready entry to its topic; return why, for each one a topic cannot
-        take for good (it becomes a reject). Raises TransportError when it cannot tell
-        whether every other one was written: none is settled, and all are written again."""
-        ...
+#: A ready entry's fate: its id and fields, and '' (written to its topic) or why its
+#: topic refused it for good (it becomes a reject).
+Settled = tuple[ReadyEntry, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,48 +210,62 @@ class DeliveryStore(RedisConnection):
         )
 
     def flush_ready(
-        self,
-        shard: keys.ShardKeys,
-        journal_ttl_s: int,
-        max_entries: int = 1_000,
-        target: Target | None = None,
+        self, shard: keys.ShardKeys, journal_ttl_s: int, max_entries: int = 1_000
     ) -> int:
-        """Write up to ``max_entries`` of ``shard``'s ready stream to their topics, then
-        count them and take them off; how many it took (0: the stream is empty).
+        """Write up to ``max_entries`` of ``shard``'s ready stream to their Redis topic
+        streams, then count them and take them off; how many it took (0: the stream is
+        empty).
 
         The two steps of a sharded delivery after the shard's own (lua/delivery.lua):
-        one script call in each topic's slot (or ``target``'s writes, for topics
-        outside Redis), then one in the shard's. Safe to repeat and to run in several
-        processes: a topic stream takes an id once, and an entry is counted once.
-        Raises TransportError if Redis or ``target`` fails; nothing is then settled.
+        one script call in each topic's slot, then one in the shard's. Safe to repeat
+        and to run in several processes: a topic stream takes an id once, and an entry
+        is counted once. Topics outside Redis (Kafka's) are written by their own
+        flusher (kafka/flushing.py) with :meth:`read_ready` and :meth:`settle_ready`.
+        Raises TransportError if Redis fails; nothing is then settled.
         """
-        entries = cast(
+        entries = self.read_ready(shard, max_entries)
+        if not entries:
+            return 0
+        errors = self._deliver_to_streams(entries, journal_ttl_s)
+        self.settle_ready(
+            shard,
+            journal_ttl_s,
+            [(entry, errors.get(entry[0], b"").decode()) for entry in entries],
+        )
+        return len(entries)
+
+    def read_ready(
+        self, shard: keys.ShardKeys, max_entries: int, after: bytes | None = None
+    ) -> list[ReadyEntry]:
+        """Up to ``max_entries`` of ``shard``'s ready entries, oldest first, from the
+        start or only those after the entry id ``after``. Raises TransportError."""
+        start = b"-" if after is None else b"(" + after
+        return cast(
             list[ReadyEntry],
             self._call(
                 "read the ready stream",
-                lambda: self._redis.xrange(shard.ready, count=max_entries),
+                lambda: self._redis.xrange(shard.ready, min=start, count=max_entries),
             ),
         )
-        if not entries:
-            return 0
-        if target is not None:
-            errors = {
-                entry_id: error.encode() for entry_id, error in target.deliver(entries).items()
-            }
-        else:
-            errors = self._deliver_to_streams(entries, journal_ttl_s)
-        settle: list[Any] = [journal_ttl_s]
-        for entry_id, fields in entries:
-            error = errors.get(entry_id, b"")
-            settle += [entry_id, error, fields[b"deliver_at_ms"], fields[b"delivered_at_ms"]]
+
+    def settle_ready(
+        self, shard: keys.ShardKeys, journal_ttl_s: int, settled: Sequence[Settled]
+    ) -> None:
+        """Count each of ``settled`` as delivered, or keep it as a reject with its reason,
+        and take it off ``shard``'s ready stream (lua/settle_ready.lua). An entry settled
+        already is skipped, so a repeat is harmless. Raises TransportError."""
+        if not settled:
+            return
+        args: list[Any] = [journal_ttl_s]
+        for (entry_id, fields), error in settled:
+            args += [entry_id, error, fields[b"deliver_at_ms"], fields[b"delivered_at_ms"]]
         self._call(
             "settle delivered messages",
             lambda: self._settle_ready(
                 keys=[shard.ready, shard.stats, shard.lateness, shard.rejects, shard.namespace],
-                args=settle,
+                args=args,
             ),
         )
-        return len(entries)
 
     def _deliver_to_streams(
         self, entries: Sequence[ReadyEntry], journal_ttl_s: int
@@ -279,6 +284,22 @@ class DeliveryStore(RedisConnection):
             failed = self._call("deliver to a topic", call)
             errors.update(zip(failed[0::2], failed[1::2], strict=True))
         return errors
+
+    def record_blocked(
+        self, shard: keys.ShardKeys, blocked_ms: Mapping[str, int], *, ttl_ms: int
+    ) -> None:
+        """Publish ``shard``'s topics whose messages wait, each with how long (ms), in
+        place of the last list; it lapses after ``ttl_ms``. Raises TransportError."""
+
+        def write() -> None:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.delete(shard.blocked)
+            if blocked_ms:
+                pipe.hset(shard.blocked, mapping=cast(Mapping[Any, Any], blocked_ms))
+                pipe.pexpire(shard.blocked, ttl_ms)
+            pipe.execute()
+
+        self._call("publish the topics that wait", write)
 
     def target_of(self, shard: keys.ShardKeys) -> str | None:
         """Where ``shard``'s topics are (:attr:`keys.ShardKeys.target`); None: Redis."""

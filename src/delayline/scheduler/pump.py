@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from delayline.errors import DelaylineError, TransportError
-from delayline.kafka.target import KafkaTarget, target_for
+from delayline.kafka.flushing import KafkaFlusher, flusher_for
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.background import Background
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.timing import HORIZON_MS
+from delayline.timing import HORIZON_MS, now_ms
 
 #: Most messages one pump call moves.
 PUMP_BATCH = 1_000
@@ -59,6 +59,11 @@ class Pump(Background):
         #: Why ``prepare`` refused to let the pump start, if it did.
         self.failure: DelaylineError | None = None
 
+    @property
+    def pump_id(self) -> str:
+        """This pump's name where it must be unique: its Kafka transactional id."""
+        return f"delayline-pump-{self._shard.namespace.rstrip(':')}"
+
     @classmethod
     def of(
         cls,
@@ -78,7 +83,7 @@ class Pump(Background):
     def _run(self) -> None:
         # No retries inside a call: this loop waits and retries itself, and stays stoppable.
         store = DeliveryStore.from_url(self._redis_url, patience_ms=0)
-        target: KafkaTarget | None = None
+        flusher: KafkaFlusher | None = None
         prepared = False
         try:
             while not self._stop.is_set():
@@ -87,7 +92,7 @@ class Pump(Background):
                         if self._prepare is not None:
                             self._prepare()
                         # The shard's target is set by then (Scheduler._prepare).
-                        target = target_for(store.target_of(self._shard))
+                        flusher = flusher_for(store.target_of(self._shard), self.pump_id)
                         prepared = True
                     result = store.pump(
                         PUMP_BATCH,
@@ -104,11 +109,25 @@ class Pump(Background):
                     self.failure = exc
                     return
                 self.last_error = None
-                if result.ready:
+                if flusher is not None and (result.ready or flusher.busy()):
+                    # Topics outside Redis: the flusher writes what this call and the
+                    # sink readied, each topic on its own (kafka/flushing.py).
+                    try:
+                        progressed = flusher.flush(store, self._shard, self._journal_ttl_s)
+                    except TransportError as exc:
+                        self.last_error = exc
+                        self._stop.wait(0.5)
+                        continue
+                    except DelaylineError as exc:  # fenced: another pump took over
+                        self.failure = exc
+                        return
+                    if progressed:
+                        continue
+                elif result.ready:
                     # A sharded delivery's second step (lua/delivery.lua), for what
                     # this call and the sink readied.
                     try:
-                        store.flush_ready(self._shard, self._journal_ttl_s, PUMP_BATCH, target)
+                        store.flush_ready(self._shard, self._journal_ttl_s, PUMP_BATCH)
                     except TransportError as exc:
                         self.last_error = exc
                         self._stop.wait(0.5)
@@ -116,6 +135,9 @@ class Pump(Background):
                 if result.moved >= PUMP_BATCH:
                     continue
                 gap_ms = None if result.next_due_ms is None else result.next_due_ms - result.now_ms
+                if flusher is not None and (wake_ms := flusher.wake_in_ms(now_ms())) is not None:
+                    # Held messages' topics may be tried again then.
+                    gap_ms = wake_ms if gap_ms is None else min(gap_ms, wake_ms)
                 if gap_ms is not None and gap_ms <= GUARD_MS:
                     self._stop.wait(max(gap_ms, 0) / 1000)
                     continue
@@ -127,6 +149,6 @@ class Pump(Background):
                     self.last_error = exc
                     self._stop.wait(0.5)
         finally:
-            if target is not None:
-                target.close()
+            if flusher is not None:
+                flusher.close()
             store.close()

@@ -89,7 +89,8 @@ class Scheduler:
                 layout.close()
             kafka = self.settings.kafka
             self._store.set_target(
-                keys.read_layout(max(history)), None if kafka is None else target_url(kafka)
+                keys.read_layout(max(history)),
+                None if kafka is None else target_url(kafka, self.settings.delivery_to_kafka),
             )
             self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
             record_waiting_cancels(self._inbound, self.settings)

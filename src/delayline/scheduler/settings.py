@@ -17,6 +17,7 @@ from typing import Any
 from delayline.defaults import DEFAULT_DATA_DIR, DEFAULT_REDIS_URL
 from delayline.errors import ConfigurationError
 from delayline.kafka.records import INBOUND_TOPIC
+from delayline.kafka.target import KafkaDelivery
 from delayline.redis import keys
 from delayline.retention import (
     DEFAULT_HARD_MAX_LEN,
@@ -150,8 +151,12 @@ class SchedulerSettings:
     kafka: str | None = option(
         None,
         "Kafka brokers (host:port,...): read producers' records from the Kafka inbound topic "
-        "too, and deliver due messages to Kafka topics (at least once) instead of to Redis "
-        "streams.",
+        "too, and deliver due messages to Kafka topics instead of to Redis streams.",
+    )
+    kafka_delivery: str = option(
+        KafkaDelivery.AT_LEAST_ONCE.value,
+        "With --kafka: at-least-once, or exactly-once (each pump's writes in Kafka "
+        "transactions; consumers read with isolation.level=read_committed).",
     )
     kafka_inbound_topic: str = option(
         INBOUND_TOPIC,
@@ -199,6 +204,7 @@ class SchedulerSettings:
         for name in ("fire_lead_ms", "cancel_retention_ms", "journal_retention_ms"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative, got {getattr(self, name)}")
+        self.delivery_to_kafka  # noqa: B018 (refuses an unknown mode now)
         self.retention_policy  # noqa: B018 (refuses a malformed rule now, not in a thread)
         if driver_memory_mb(self.driver_memory) < MIN_DRIVER_MEMORY_MB:
             raise ConfigurationError(
@@ -223,6 +229,17 @@ class SchedulerSettings:
         return RetentionPolicy.parse(
             self.topic_retention, self.topic_max_len, self.topic_hard_max_len
         )
+
+    @property
+    def delivery_to_kafka(self) -> KafkaDelivery:
+        """``kafka_delivery`` as a mode. Raises ConfigurationError if it names none."""
+        try:
+            return KafkaDelivery(self.kafka_delivery)
+        except ValueError:
+            modes = " or ".join(mode.value for mode in KafkaDelivery)
+            raise ConfigurationError(
+                f"kafka_delivery must be {modes}, got {self.kafka_delivery!r}"
+            ) from None
 
     @property
     def checkpoint_location(self) -> str:
