@@ -98,14 +98,26 @@ PENDING_HELP = (
 )
 
 
+#: What ``delayline_delivery_blocked_seconds`` measures, in words.
+BLOCKED_HELP = (
+    "How long the oldest message waiting for a topic outside Redis (Kafka's) has waited: "
+    "unknown, backing off after a failure, or slow to acknowledge."
+)
+#: Most topics ``delayline_delivery_blocked_seconds`` shows (the longest waiting), so
+#: that its labels stay few.
+MAX_BLOCKED_TOPICS = 20
+
+
 def render_prometheus(
     stats: Mapping[str, int],
     lateness: Mapping[str, int],
     batch_duration: Mapping[str, int],
     pending: int,
     outbox: int = 0,
+    blocked_ms: Mapping[str, int] | None = None,
 ) -> str:
-    """The Prometheus text exposition (version 0.0.4) of delayline's metrics."""
+    """The Prometheus text exposition (version 0.0.4) of delayline's metrics; of the
+    topics in ``blocked_ms``, the MAX_BLOCKED_TOPICS that waited longest."""
     lines: list[str] = []
     for counter in COUNTERS:
         lines += [
@@ -120,6 +132,18 @@ def render_prometheus(
         "# HELP delayline_outbox_messages Pending messages in the outbox (due within the horizon).",
         "# TYPE delayline_outbox_messages gauge",
         f"delayline_outbox_messages {outbox}",
+        f"# HELP delayline_delivery_blocked_seconds {BLOCKED_HELP}",
+        "# TYPE delayline_delivery_blocked_seconds gauge",
+    ]
+    longest = sorted((blocked_ms or {}).items(), key=lambda item: -item[1])
+    lines += [
+        f'delayline_delivery_blocked_seconds{{topic="{_label(topic)}"}} {_seconds(waited_ms)}'
+        for topic, waited_ms in longest[:MAX_BLOCKED_TOPICS]
+    ]
+    lines += [
+        "# HELP delayline_delivery_blocked_topics Topics whose messages wait (all of them).",
+        "# TYPE delayline_delivery_blocked_topics gauge",
+        f"delayline_delivery_blocked_topics {len(longest)}",
     ]
     lines += _histogram(
         "delayline_lateness_seconds", "delivered_at - deliver_at of each delivery.", lateness
@@ -140,6 +164,11 @@ def _histogram(metric: str, help_text: str, histogram: Mapping[str, int]) -> lis
     lines.append(f"{metric}_sum {_seconds(histogram.get(SUM_FIELD, 0))}")
     lines.append(f"{metric}_count {cumulative}")
     return lines
+
+
+def _label(value: str) -> str:
+    """``value`` escaped as a Prometheus label value."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _seconds(value_ms: int) -> str:

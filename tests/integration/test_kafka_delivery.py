@@ -27,6 +27,7 @@ import redis
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from delayline import Client
 from delayline.faults import CRASH_AT_ENV
 from delayline.ids import new_message_id
 from delayline.kafka import records, writers
@@ -180,8 +181,12 @@ def test_an_unknown_topic_never_holds_back_the_others(
         )
         # The unknown topic's message waits apart, and is shown waiting.
         assert raw_redis.xlen(keys.REJECTS) == 0
-        blocked = raw_redis.hgetall(keys.UNSHARDED.blocked)
-        assert set(blocked) == {b"no.such.topic"}, blocked
+        with Client(redis_url) as client:
+            metrics = wait_for(
+                lambda: (m := client.metrics()).blocked_ms and m, 3, "the topic shown waiting"
+            )
+        assert set(metrics.blocked_ms) == {"no.such.topic"}
+        assert 'delayline_delivery_blocked_seconds{topic="no.such.topic"}' in metrics.prometheus()
         wait_for(lambda: raw_redis.xlen(keys.REJECTS) == 1, 10, "the unknown topic's reject")
         rejected_after_ms = now_ms() - started_ms
     finally:

@@ -91,3 +91,19 @@ def test_prometheus_text() -> None:
             name, value = line.rsplit(" ", 1)
             float(value)
             assert name.startswith("delayline_")
+
+
+def test_prometheus_shows_the_topics_that_wait_longest_first_and_bounded() -> None:
+    from delayline.metrics import MAX_BLOCKED_TOPICS
+
+    blocked = {f"t{n}": n * 1_000 for n in range(MAX_BLOCKED_TOPICS + 5)}
+    blocked['odd"name\\'] = 10**9
+    scraped = Metrics({}, {}, {}, {}, read_at_ms=0, blocked_ms=blocked)
+    text = scraped.prometheus()
+    shown = [line for line in text.splitlines() if line.startswith("delayline_delivery_blocked_s")]
+    assert len(shown) == MAX_BLOCKED_TOPICS
+    assert shown[0] == 'delayline_delivery_blocked_seconds{topic="odd\\"name\\\\"} 1e+06'
+    assert 'topic="t24"} 24\n' in text
+    assert 'topic="t4"}' not in text  # the shortest waits are cut
+    assert f"delayline_delivery_blocked_topics {len(blocked)}\n" in text
+    assert Metrics({}, {}, {}, {}, read_at_ms=0).to_json()["blocked_ms"] == {}

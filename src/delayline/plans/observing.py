@@ -8,7 +8,7 @@ the unsharded keys (:func:`keys.read_layout`), and add them up.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from delayline.errors import SchedulerError
@@ -40,6 +40,8 @@ class Metrics:
     #: How far ahead the running scheduler puts messages in the outbox (ms); None
     #: before one published it.
     horizon_ms: int | None = None
+    #: Topics outside Redis whose messages wait, each with how long its oldest has (ms).
+    blocked_ms: dict[str, int] = field(default_factory=dict)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -76,13 +78,19 @@ class Metrics:
             "last_batch_age_ms": self.last_batch_age_ms,
             "last_batch_ms": None if last_batch is None else int(last_batch),
             "horizon_ms": self.horizon_ms,
+            "blocked_ms": self.blocked_ms,
             "read_at_ms": self.read_at_ms,
         }
 
     def prometheus(self) -> str:
         """These metrics in the Prometheus text format."""
         return render_prometheus(
-            self.stats, self.lateness, self.batch_duration, self.pending, self.outbox
+            self.stats,
+            self.lateness,
+            self.batch_duration,
+            self.pending,
+            self.outbox,
+            self.blocked_ms,
         )
 
 
@@ -104,18 +112,25 @@ def metrics(*, now_ms: int, shards: int = 1) -> Plan[Metrics]:
     commands += [("HGETALL", shard.stats) for shard in layout]
     commands += [("HGETALL", shard.lateness) for shard in layout]
     commands += [("ZCARD", shard.outbox) for shard in layout]
+    commands += [("HGETALL", shard.blocked) for shard in layout]
 
     def parse(replies: list[Any]) -> Metrics:
         batches, heartbeat, horizon = replies[:3]
         n = len(layout)
+        blocked: dict[str, int] = {}
+        for reply in replies[3 + 3 * n :]:
+            for topic, waited_ms in reply.items():
+                name = as_text(topic)
+                blocked[name] = max(blocked.get(name, 0), int(waited_ms))
         return Metrics(
             stats=summed(replies[3 : 3 + n]),
             lateness=summed(replies[3 + n : 3 + 2 * n]),
             batch_duration=summed([batches]),
             heartbeat={as_text(name): as_text(value) for name, value in heartbeat.items()},
             read_at_ms=now_ms,
-            outbox=sum(int(size) for size in replies[3 + 2 * n :]),
+            outbox=sum(int(size) for size in replies[3 + 2 * n : 3 + 3 * n]),
             horizon_ms=None if horizon is None else int(horizon),
+            blocked_ms=blocked,
         )
 
     return Plan(commands, parse, "read metrics")
