@@ -81,8 +81,13 @@ EVERYONE = (*OURS, *PEERS, *KAFKA)
 #: (measured 2026-11-24: delayline 44-60 s to start, the peers 0.3-2.4 s).
 START_S = {"delayline": 55.0, "zset": 1.0, "kafka-pause": 8.0}
 STOP_S = {"delayline": 10.0, "zset": 1.0, "kafka-pause": 3.0}
-START_S["delayline-kafka"] = START_S["delayline-kafka-in"] = 65.0
-STOP_S["delayline-kafka"] = STOP_S["delayline-kafka-in"] = 12.0
+for _kafka in (
+    "delayline-kafka",
+    "delayline-kafka-eos",
+    "delayline-kafka-typo",
+    "delayline-kafka-in",
+):
+    START_S[_kafka], STOP_S[_kafka] = 65.0, 12.0
 PEER_START_S, PEER_STOP_S = 3.0, 5.0
 #: How fast delayline's scheduler reads a far-future backlog once loaded (msg/s),
 #: beyond the producer's own time, and its fixed absorption time (s).

@@ -15,13 +15,21 @@ SYSTEMS = {
     "arq": "bench.systems.arq_sys:ArqSystem",
     "rq": "bench.systems.rq_sys:RqSystem",
     "delayline-kafka": "bench.systems.kafka_sys:DelaylineKafkaSystem",
+    "delayline-kafka-eos": "bench.systems.kafka_sys:DelaylineKafkaEosSystem",
+    "delayline-kafka-typo": "bench.systems.kafka_sys:DelaylineKafkaTypoSystem",
     "delayline-kafka-in": "bench.systems.kafka_sys:DelaylineKafkaInSystem",
     "kafka-pause": "bench.systems.kafka_sys:KafkaPauseSystem",
 }
 
 #: Delivery to Kafka, and the Kafka-native alternative: run only when named in
 #: --systems (they start a broker each), on steady, burst and capacity.
-KAFKA = ("delayline-kafka", "delayline-kafka-in", "kafka-pause")
+KAFKA = (
+    "delayline-kafka",
+    "delayline-kafka-eos",
+    "delayline-kafka-typo",
+    "delayline-kafka-in",
+    "kafka-pause",
+)
 #: What ``python -m bench run`` runs without --systems.
 DEFAULT_SYSTEMS = tuple(name for name in SYSTEMS if name not in KAFKA)
 
@@ -39,6 +47,8 @@ PRODUCER_RATE = {
     "arq": 1_500,
     "rq": 2_000,
     "delayline-kafka": 7_500,
+    "delayline-kafka-eos": 7_500,
+    "delayline-kafka-typo": 7_500,
     "delayline-kafka-in": 7_500,
     "kafka-pause": 20_000,
 }

@@ -3,6 +3,12 @@ and the Kafka-native alternative a user could build instead.
 
 - ``delayline-kafka``: delayline as in ``delayline_sys`` (the SDK's ``send_many``),
   its topics a Kafka broker's.
+- ``delayline-kafka-eos``: as ``delayline-kafka``, with ``--kafka-delivery
+  exactly-once``; the receiver reads with ``isolation.level=read_committed``, so
+  a message counts once its transaction is committed.
+- ``delayline-kafka-typo``: as ``delayline-kafka``, plus one message a second
+  addressed to a topic the broker does not have (a producer's typo): it must
+  not slow the others (issue 29), and becomes a reject.
 - ``delayline-kafka-in``: Kafka in and out. The SDK's ``send_many`` through
   ``Client(kafka=...)`` produces to the inbound topic (3 partitions), which
   the scheduler reads; due messages go to the Kafka topic as above.
@@ -60,8 +66,8 @@ def start_broker(stack: ExitStack, system: System, topics: Sequence[str]) -> Kaf
     return broker
 
 
-def receive_args(brokers: str) -> list[str]:
-    return [sys.executable, "-m", "bench.systems.kafka_sys", "receive", brokers]
+def receive_args(brokers: str, isolation: str = "read_uncommitted") -> list[str]:
+    return [sys.executable, "-m", "bench.systems.kafka_sys", "receive", brokers, isolation]
 
 
 class DelaylineKafkaSystem(DelaylineSystem):
@@ -88,6 +94,38 @@ class DelaylineKafkaSystem(DelaylineSystem):
             super().stop()
         finally:
             self._broker.close()
+
+
+class DelaylineKafkaEosSystem(DelaylineKafkaSystem):
+    name = "delayline-kafka-eos"
+
+    def start(self) -> None:
+        self.run_options = (*self.run_options, "--kafka-delivery", "exactly-once")
+        super().start()
+
+    def consumer_args(self) -> list[str]:
+        return receive_args(self.brokers, "read_committed")
+
+
+#: The topic the typo system's extra messages are addressed to (never created).
+TYPO_TOPIC = "bench.no-such-topic"
+
+
+class DelaylineKafkaTypoSystem(DelaylineKafkaSystem):
+    name = "delayline-kafka-typo"
+
+    def start(self) -> None:
+        self._typo_at_ms = 0
+        self.typos = 0
+        super().start()
+
+    def schedule(self, jobs: Sequence[Job]) -> None:
+        # At most one a second, due with the first job of this call.
+        if jobs and now_ms() - self._typo_at_ms >= 1_000:
+            self._typo_at_ms = now_ms()
+            self._client.send(TYPO_TOPIC, b"typo", deliver_at=jobs[0].due_ms)
+            self.typos += 1
+        super().schedule(jobs)
 
 
 class DelaylineKafkaInSystem(DelaylineKafkaSystem):
@@ -228,10 +266,16 @@ def forward(brokers: str) -> None:
                 consumer.commit(asynchronous=True)
 
 
-def receive(brokers: str) -> None:
-    """Record a receipt for every record of the target topic (its value is the job's key)."""
+def receive(brokers: str, isolation: str = "read_uncommitted") -> None:
+    """Record a receipt for every record of the target topic (its value is the job's key),
+    read with ``isolation`` (``isolation.level``)."""
     consumer = Consumer(
-        {"bootstrap.servers": brokers, "group.id": "bench", "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": brokers,
+            "group.id": "bench",
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
     )
     consumer.subscribe([TOPIC], on_assign=announce)
     while True:
@@ -241,4 +285,7 @@ def receive(brokers: str) -> None:
 
 
 if __name__ == "__main__":
-    {"forward": forward, "receive": receive}[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] == "forward":
+        forward(sys.argv[2])
+    else:
+        receive(*sys.argv[2:4])

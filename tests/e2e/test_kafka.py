@@ -29,7 +29,6 @@ from delayline.kafka.producer import KafkaInboundProducer
 from delayline.model import Message
 from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.scheduler.pump import PUMP_BATCH
 from delayline.timing import now_ms
 from tests.e2e.harness import (
     SMALL_WHEEL,
@@ -68,7 +67,13 @@ class KafkaArrivals:
     def __init__(self, brokers: str) -> None:
         self.found: list[Arrival] = []
         self._consumer = Consumer(
-            {"bootstrap.servers": brokers, "group.id": "e2e", "auto.offset.reset": "earliest"}
+            {
+                "bootstrap.servers": brokers,
+                "group.id": "e2e",
+                "auto.offset.reset": "earliest",
+                # What a consumer of exactly-once delivery reads: committed records only.
+                "isolation.level": "read_committed",
+            }
         )
         self._consumer.subscribe(list(TOPICS))
 
@@ -95,15 +100,17 @@ class KafkaArrivals:
         self._consumer.close()
 
 
-def test_kafka_in_and_out_every_message_at_least_once_across_a_kill(
+def test_kafka_in_and_out_every_message_exactly_once_across_a_kill(
     own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path, brokers: str
 ) -> None:
     """The workload's records produced to the inbound topic's 3 partitions, raw
     cancels and bad records among them, then more of them written to the Redis
     inbound stream, and a few sends through the SDK's ``Client(kafka=...)``; the
-    scheduler is killed while it reads both and delivers."""
+    scheduler, delivering with ``--kafka-delivery exactly-once``, is killed while it
+    reads both and delivers. A read_committed consumer sees each message once (the
+    kill at each single step of a flush: tests/integration/test_kafka_delivery.py)."""
     args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
-    args += ["--kafka", brokers]
+    args += ["--kafka", brokers, "--kafka-delivery", "exactly-once"]
     received = KafkaArrivals(brokers)
     with ExitStack() as runs:
         runs.callback(received.close)
@@ -144,9 +151,9 @@ def test_kafka_in_and_out_every_message_at_least_once_across_a_kill(
             details=lambda: pipeline_state(own_raw, data_dir),
         )
         repeats = check_at_least_once(own_raw, workload, received())
-        # The kill catches at most one flush of each pump: Kafka acknowledged it,
-        # Redis never settled it, and the restart produces it again.
-        assert repeats <= PUMP_BATCH, f"{repeats} repeats: more than the kill could catch"
+        # A flush Kafka committed and Redis never settled is settled after the
+        # restart from the pump's progress record, not produced again.
+        assert repeats == 0, f"{repeats} repeats under exactly-once"
         # Status answers for a message that came in through Kafka.
         with Client(own_redis.url) as client:
             assert client.status(sdk[-1].id).state == "delivered"
