@@ -93,6 +93,10 @@ class Pump(Background):
                             self._prepare()
                         # The shard's target is set by then (Scheduler._prepare).
                         flusher = flusher_for(store.target_of(self._shard), self.pump_id)
+                        if flusher is not None:
+                            # Its producer ready (and a crash's last transaction
+                            # recovered) before the first message is due.
+                            flusher.flush(store, self._shard, self._journal_ttl_s)
                         prepared = True
                     result = store.pump(
                         PUMP_BATCH,
