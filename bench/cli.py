@@ -19,6 +19,10 @@ python -m bench soak --quick          # 3 min at 2,000 msg/s, then checks (~5 mi
 python -m bench soak --report bench/results/soak/60min-5000.json  # plot and table
 python -m bench run --systems delayline,delayline-kafka,delayline-kafka-in,kafka-pause \
     --workloads steady,capacity --out bench/results/kafka   # Kafka in and out (~22 min)
+python -m bench run --systems delayline,delayline-kafka,delayline-kafka-eos \
+    --workloads steady,capacity --out bench/results/kafka-delivery  # each guarantee (~17 min)
+python -m bench run --systems delayline-kafka,delayline-kafka-typo \
+    --workloads steady --out bench/results/kafka-typo-after  # a missing topic a second (~6 min)
 
 ``run`` prints its plan with an estimate of each step's wall time before it
 starts, writes ``<out>/<system>-<name>.json`` per workload (each with its own

@@ -60,6 +60,11 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         admin = AdminClient({"bootstrap.servers": broker.address})
         steady = [f"steady.{mode.value}.{name}" for mode in MODES for name in ("orders", "audit")]
         new = [NewTopic(t, 2, 1) for t in (*steady, *TOPICS)]
+        # A topic that refuses records over 2,000 bytes: a refusal for good.
+        new += [
+            NewTopic(f"small.{mode.value}", 1, 1, config={"max.message.bytes": "2000"})
+            for mode in MODES
+        ]
         for future in admin.create_topics(new).values():
             future.result(30)
         yield broker.address
@@ -71,13 +76,13 @@ def aim(redis_url: str, brokers: str, mode: KafkaDelivery) -> None:
         store.publish_config(60_000, 1)
 
 
-def ready(redis_url: str, messages: list[tuple[str, str]]) -> None:
+def ready(redis_url: str, messages: list[tuple[str, str]], body: bytes = b"x") -> None:
     """Put (id, topic) messages in the unsharded ready stream, due now, as the sink would
     (each call a batch of its own)."""
     with closing(DeliveryStore.from_url(redis_url)) as store:
         store.write_chunk(
             query_id="q", partition=0, batch_id=next(BATCHES), first_row=0, journal_ttl_s=3_600,
-            rows=[delivered(message_id, topic=topic) for message_id, topic in messages],
+            rows=[delivered(message_id, topic=topic, body=body) for message_id, topic in messages],
         )  # fmt: skip
 
 
@@ -94,7 +99,8 @@ def read_all(brokers: str, topic: str, *, committed: bool) -> list[str]:
     )
     ids: list[str] = []
     try:
-        partitions = [TopicPartition(topic, p) for p in (0, 1)]
+        listed = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        partitions = [TopicPartition(topic, p) for p in sorted(listed)]
         ends = {p.partition: consumer.get_watermark_offsets(p, timeout=10)[1] for p in partitions}
         consumer.assign([TopicPartition(topic, p.partition, 0) for p in partitions])
         deadline = time.monotonic() + 30
@@ -203,3 +209,37 @@ def test_an_unknown_topic_never_holds_back_the_others(
     ]
     assert sorted(seen) == sorted(sent)
     wait_for(lambda: not raw_redis.exists(keys.UNSHARDED.blocked), 15, "the blocked list to lapse")
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_a_record_a_topic_refuses_for_good_is_a_reject_and_the_rest_go_on(
+    redis_url: str, raw_redis: redis.Redis, brokers: str, mode: KafkaDelivery
+) -> None:
+    """The broker refuses a record too large for its topic: that message becomes a
+    reject at once (in exactly-once mode its transaction aborts, and the rest of it
+    is written again in the next), and the messages beside it arrive once."""
+    aim(redis_url, brokers, mode)
+    large = new_message_id(now_ms() - 10)
+    ready(redis_url, [(large, f"small.{mode.value}")], body=b"x" * 5_000)
+    beside = [(new_message_id(now_ms() - 10), f"small.{mode.value}") for _ in range(3)]
+    beside += [(new_message_id(now_ms() - 10), f"steady.{mode.value}.audit") for _ in range(3)]
+    ready(redis_url, beside)
+    pump = Pump(redis_url, journal_ttl_s=3_600)
+    pump.start()
+    try:
+        wait_for(
+            lambda: (
+                raw_redis.xlen(keys.REJECTS) == 1
+                and int(raw_redis.hget(keys.STATS, "delivered") or 0) == len(beside)
+            ),
+            30,
+            "one reject and every other message delivered",
+        )
+    finally:
+        pump.stop()
+    [(_, reject)] = raw_redis.xrange(keys.REJECTS)
+    assert reject[b"id"] == large.encode()
+    assert b"too large" in reject[b"reason"].lower()
+    committed = mode is KafkaDelivery.EXACTLY_ONCE
+    seen = read_all(brokers, f"small.{mode.value}", committed=committed)
+    assert sorted(seen) == sorted(m for m, topic in beside if topic.startswith("small."))

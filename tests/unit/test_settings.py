@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from delayline.errors import ConfigurationError
+from delayline.kafka.target import KafkaDelivery, parse_target, target_url
 from delayline.scheduler.java import java_major_version
 from delayline.scheduler.settings import (
     SchedulerSettings,
@@ -44,6 +45,19 @@ def test_driver_memory_sizes() -> None:
         driver_memory_mb("lots")
     with pytest.raises(ConfigurationError, match=r"at least 512m \(Spark's floor\), got 256m"):
         SchedulerSettings(driver_memory="256m")
+
+
+def test_kafka_delivery_is_one_of_two_modes() -> None:
+    assert SchedulerSettings().delivery_to_kafka is KafkaDelivery.AT_LEAST_ONCE
+    exactly = SchedulerSettings(kafka_delivery="exactly-once")
+    assert exactly.delivery_to_kafka is KafkaDelivery.EXACTLY_ONCE
+    assert target_url("b:9092", exactly.delivery_to_kafka) == "kafka-exactly-once:b:9092"
+    assert parse_target("kafka-exactly-once:b:9092") == (KafkaDelivery.EXACTLY_ONCE, "b:9092")
+    assert parse_target("kafka:b:9092") == (KafkaDelivery.AT_LEAST_ONCE, "b:9092")
+    with pytest.raises(ConfigurationError, match="at-least-once or exactly-once, got 'twice'"):
+        SchedulerSettings(kafka_delivery="twice")
+    with pytest.raises(ConfigurationError, match="unknown delivery target 'kafka:'"):
+        parse_target("kafka:")
 
 
 def test_overrides_ignore_none() -> None:

@@ -22,6 +22,7 @@ topic with entries waiting is published with how long its oldest has waited
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -67,6 +68,8 @@ METADATA_TIMEOUT_S = 5.0
 BLOCKED_TTL_MS = 10_000
 #: Errors that say the topic is not (or no longer) there.
 _UNKNOWN = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+#: Errors that refuse a record (or its whole batch) for its size.
+_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 #: Errors a later try may mend, besides those librdkafka calls retriable.
 _TRANSIENT = frozenset(
     {KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._PURGE_INFLIGHT,
@@ -178,17 +181,29 @@ class KafkaFlusher:
         return len(read) + len(settled)
 
     def _take(self, now: int) -> tuple[list[Held], list[Settled]]:
-        """The held entries to write now, and those refused for an unknown topic."""
+        """The held entries to write now, and those refused for an unknown topic (never
+        raises: what it takes out of the queues, it returns)."""
         assert self._writer is not None
         batch: list[Held] = []
         refused: list[Settled] = []
         slow = self._writer.slow_topics(now)
         for topic in self._held.topics():
+            first = self._held.first(topic)
+            if first is not None and first.alone and self._backoff.open(topic, now):
+                # A record whose batch the broker refused as too large goes alone, so
+                # that it alone is refused if it is the one too large.
+                return self._held.take(topic, 1), refused
+        for topic in self._held.topics():
             if len(batch) >= BATCH:
                 break
             if topic in slow or not self._backoff.open(topic, now):
                 continue
-            if self._directory.knows(topic, now):
+            try:
+                known = self._directory.knows(topic, now)
+            except TransportError as exc:  # the brokers did not answer: try again later
+                logger.warning("%s", exc)
+                break
+            if known:
                 batch += self._held.take(topic, BATCH - len(batch))
                 continue
             expired = self._held.take(topic, BATCH, tried_before_ms=now - UNKNOWN_TOPIC_MS + 1)
@@ -209,6 +224,10 @@ class KafkaFlusher:
                 # Deleted, or not yet everywhere: ask again, within the message's budget.
                 self._directory.forget(topic)
                 again.append(held)
+            elif error.code() in _TOO_LARGE and not held.alone:
+                # The broker refuses a whole batch when one record is too large for
+                # the topic: each of the batch is tried again alone.
+                again.append(dataclasses.replace(held, alone=True))
             elif error.retriable() or error.code() in _TRANSIENT:
                 self._backoff.fail(topic, now)
                 again.append(held)

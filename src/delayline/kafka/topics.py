@@ -108,6 +108,8 @@ class Held:
 
     entry: ReadyEntry
     first_try_ms: int
+    #: To be written in a round of its own: its batch was refused as too large.
+    alone: bool = False
 
 
 class HeldEntries:
@@ -150,6 +152,11 @@ class HeldEntries:
             del self._by_topic[topic]
         self._count -= len(taken)
         return taken
+
+    def first(self, topic: str) -> Held | None:
+        """``topic``'s oldest waiting entry, left in place (None: none waits)."""
+        queue = self._by_topic.get(topic)
+        return queue[0] if queue else None
 
     def oldest_try_ms(self, topic: str) -> int | None:
         """When ``topic``'s oldest waiting entry was first tried, ms (None: none waits)."""

@@ -5,9 +5,10 @@ have, and report what became of each (:class:`Reports`); the flusher
 (kafka/flushing.py) settles those in Redis and holds the rest back.
 
 - :class:`AtLeastOnceWriter`: an idempotent producer; a batch is produced and
-  its acknowledgements are awaited for at most ``ACK_WAIT_S``. An entry still
-  unacknowledged then stays in flight and is reported at a later call, so a
-  slow partition never holds the others back. A crash between the produce and
+  its acknowledgements are awaited while they keep coming (``ACK_STALL_S``),
+  for ``ACK_WAIT_S`` at most. An entry still unacknowledged then stays in
+  flight and is reported at a later call, so a slow partition never holds
+  the others back for long. A crash between the produce and
   the settle in Redis writes the entry again.
 - :class:`TransactionalWriter`: a transactional producer (``transactional.id``
   the pump's); each batch is one transaction that also writes the pump's
@@ -31,15 +32,19 @@ from delayline.kafka import progress, records
 from delayline.kafka.producing import produce
 from delayline.kafka.topics import Held
 from delayline.timing import now_ms
+from delayline.validation import MAX_BODY_BYTES
 
-#: How long a batch waits for its acknowledgements before the pump moves on, s.
-ACK_WAIT_S = 0.1
+#: How long a batch waits for its acknowledgements before the pump moves on, s at most.
+ACK_WAIT_S = 1.0
+#: A batch stops waiting when no acknowledgement came for this long, s: one slow
+#: partition holds the others back by this much at most.
+ACK_STALL_S = 0.1
 #: How long a record may wait for the brokers' acknowledgement before it fails and
 #: its topic backs off, ms.
 MESSAGE_TIMEOUT_MS = 10_000
 #: A topic with records in flight and no acknowledgement for this long is slow: it
 #: takes no more until they are reported, ms.
-SLOW_TOPIC_MS = 500
+SLOW_TOPIC_MS = 1_000
 #: Longest wait for a transaction's commit; past it, it is aborted and the topics
 #: that did not answer back off, s.
 COMMIT_TIMEOUT_S = 5.0
@@ -101,6 +106,9 @@ def _producer(brokers: str, **config: Any) -> Producer:
             "message.timeout.ms": MESSAGE_TIMEOUT_MS,
             # Never create a topic by producing to it: an unknown topic is a reject.
             "allow.auto.create.topics": False,
+            # Room for the largest body delayline accepts, with its headers: the
+            # topic's own max.message.bytes decides (a refusal is a reject).
+            "message.max.bytes": 2 * MAX_BODY_BYTES,
             # librdkafka's own lines (a broker away, ...) through logging, at their
             # levels, rather than straight to stderr.
             "logger": logging.getLogger(__name__),
@@ -123,12 +131,17 @@ class AtLeastOnceWriter:
         self._in_flight: dict[str, int] = {}
         #: When each topic with records in flight last made progress, ms.
         self._progress_ms: dict[str, int] = {}
+        #: The calls of write, and how many of the last one's records were reported.
+        self._round = 0
+        self._round_reported = 0
 
     def recover(self) -> set[bytes]:
         return set()
 
     def write(self, batch: list[Held]) -> Reports:
         crash_point(CRASH_BEFORE_PRODUCE)
+        self._round += 1
+        self._round_reported = 0
         waiting = 0
         for held in batch:
             topic = _topic(held)
@@ -143,20 +156,23 @@ class AtLeastOnceWriter:
             waiting += 1
         crash_point(CRASH_BEFORE_COMMIT)
         self._producer.poll(0)  # the reports that came since the last call
-        # This batch's acknowledgements, or as many as come within ACK_WAIT_S.
+        # This batch's acknowledgements, while they keep coming, for ACK_WAIT_S at most.
         deadline = time.monotonic() + ACK_WAIT_S
-        target = len(self._reports.written) + len(self._reports.failed) + waiting
-        while self.in_flight():
-            reported = len(self._reports.written) + len(self._reports.failed)
+        while self._round_reported < waiting:
             left_s = deadline - time.monotonic()
-            if reported >= target or left_s <= 0:
+            if left_s <= 0:
                 break
-            self._producer.poll(left_s)
+            if not self._producer.poll(min(left_s, ACK_STALL_S)):
+                break  # none for ACK_STALL_S: a partition is slow, the rest come later
         reports, self._reports = self._reports, Reports()
         return reports
 
     def _report(self, held: Held) -> Callable[[KafkaError | None, Any], None]:
+        produced_in = self._round
+
         def on_delivery(error: KafkaError | None, _: Any) -> None:
+            if produced_in == self._round:
+                self._round_reported += 1
             topic = _topic(held)
             self._in_flight[topic] -= 1
             self._progress_ms[topic] = now_ms()
