@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,7 +36,7 @@ SLOTS = 16384
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
     """Three masters on loopback, each serving a third of the slots."""
-    ports = [cluster_port() for _ in range(3)]
+    ports = cluster_ports(3)
     servers = []
     try:
         for port in ports:
@@ -69,13 +70,17 @@ def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
             server.wait(10)
 
 
-def cluster_port() -> int:
-    """A free port whose cluster bus port (10,000 higher) is free and valid too: a
-    master on a port above 55535 would exit at start."""
-    while True:
+def cluster_ports(count: int) -> list[int]:
+    """``count`` distinct free ports, each with its cluster bus port (10,000 higher)
+    free and valid too: a master on a port above 55535 would exit at start. (The
+    system may hand out a port twice while nothing listens on it yet.)"""
+    ports: list[int] = []
+    while len(ports) < count:
         port = free_port()
-        if port < 55_000 and port_is_free(port + 10_000):
-            return port
+        taken = {p for q in ports for p in (q, q + 10_000)}
+        if port < 55_000 and port_is_free(port + 10_000) and not {port, port + 10_000} & taken:
+            ports.append(port)
+    return ports
 
 
 def port_is_free(port: int) -> bool:
@@ -167,3 +172,13 @@ def test_each_shards_scripts_and_delivery_steps_run_on_a_cluster(cluster: RedisC
         for name, value in cluster.hgetall(shard.stats).items():
             stats[name.decode()] = stats.get(name.decode(), 0) + int(value)
     assert (stats["delivered"], stats["dropped"]) == (len(expected), SHARDS)
+
+
+def test_cluster_ports_are_distinct_when_the_system_hands_one_out_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handed = iter([30_001, 30_001, 40_001, 30_002, 30_003])
+    monkeypatch.setattr(sys.modules[__name__], "free_port", lambda: next(handed))
+    monkeypatch.setattr(sys.modules[__name__], "port_is_free", lambda port: True)
+    # 30,001 twice, and 40,001 whose port is 30,001's bus port: both passed over.
+    assert cluster_ports(3) == [30_001, 30_002, 30_003]
