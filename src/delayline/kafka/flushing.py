@@ -215,11 +215,11 @@ class KafkaFlusher:
     def _sort(self, reports: Reports, now: int) -> list[Settled]:
         """Settle what was written or refused for good; queue the rest again."""
         settled: list[Settled] = [(held.entry, "") for held in reports.written]
-        for held in reports.written:
-            self._backoff.succeed(held.entry[1][b"topic"].decode())
+        for topic in {held.topic for held in reports.written}:
+            self._backoff.succeed(topic)
         again = list(reports.again)
         for held, error in reports.failed:
-            topic = held.entry[1][b"topic"].decode()
+            topic = held.topic
             if error.code() in _UNKNOWN:
                 # Deleted, or not yet everywhere: ask again, within the message's budget.
                 self._directory.forget(topic)

@@ -107,6 +107,8 @@ class Held:
     """A ready entry that waits for its topic, and when it first tried it (ms)."""
 
     entry: ReadyEntry
+    #: Its topic's name (decoded once, here).
+    topic: str
     first_try_ms: int
     #: To be written in a round of its own: its batch was refused as too large.
     alone: bool = False
@@ -125,14 +127,13 @@ class HeldEntries:
     def add(self, entry: ReadyEntry, now_ms: int) -> None:
         """Queue ``entry`` behind its topic's others."""
         topic = entry[1][b"topic"].decode()
-        self._by_topic.setdefault(topic, deque()).append(Held(entry, now_ms))
+        self._by_topic.setdefault(topic, deque()).append(Held(entry, topic, now_ms))
         self._count += 1
 
     def put_back(self, held: list[Held]) -> None:
         """Queue ``held`` (taken out, not written) ahead of their topics' others, in order."""
         for item in reversed(held):
-            topic = item.entry[1][b"topic"].decode()
-            self._by_topic.setdefault(topic, deque()).appendleft(item)
+            self._by_topic.setdefault(item.topic, deque()).appendleft(item)
         self._count += len(held)
 
     def topics(self) -> Iterator[str]:

@@ -117,10 +117,6 @@ def _producer(brokers: str, **config: Any) -> Producer:
     )
 
 
-def _topic(held: Held) -> str:
-    return held.entry[1][b"topic"].decode()
-
-
 class AtLeastOnceWriter:
     """Produces with an idempotent producer and reports acknowledgements as they come."""
 
@@ -144,7 +140,7 @@ class AtLeastOnceWriter:
         self._round_reported = 0
         waiting = 0
         for held in batch:
-            topic = _topic(held)
+            topic = held.topic
             try:
                 produce(self._producer, records.from_ready(held.entry[1]), self._report(held))
             except KafkaException as exc:  # refused before it left: too large, bad name
@@ -173,7 +169,7 @@ class AtLeastOnceWriter:
         def on_delivery(error: KafkaError | None, _: Any) -> None:
             if produced_in == self._round:
                 self._round_reported += 1
-            topic = _topic(held)
+            topic = held.topic
             self._in_flight[topic] -= 1
             self._progress_ms[topic] = now_ms()
             if not self._in_flight[topic]:
