@@ -65,6 +65,16 @@ MAX_SHARDS = 128
 #: (tens of seconds on 2 cores), so that no message waits on Spark when it is due.
 HORIZON_MS = 60_000
 
+
+def is_near(deliver_at_ms: int, now_ms: int, horizon_ms: int) -> bool:
+    """Whether a message due at ``deliver_at_ms`` is near at ``now_ms`` (all epoch
+    ms; ``horizon_ms`` a duration): due within the horizon, so that it goes
+    straight into the outbox. The one rule for "near or far"; the Lua scripts
+    apply it by Redis's clock through ``redis/lua/horizon.lua``, which a test
+    holds to this function.
+    """
+    return deliver_at_ms - now_ms <= horizon_ms
+
 #: The pseudo-slot that carries rejected records through the scheduler.
 REJECT_SLOT_MS = -1
 
