@@ -37,7 +37,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from bench.measure import Sampler
-from delayline.scheduler.session import build_session
+from delayline.scheduler.runtime.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
 
 ROW = StructType([StructField("wheel_key", LongType()), StructField("pack", BinaryType())])

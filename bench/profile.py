@@ -25,7 +25,7 @@ from tests.support import free_port
 
 from delayline import Client
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.scheduler.runner import Scheduler
+from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
 
 TOPIC = "profile.jobs"

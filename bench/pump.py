@@ -35,7 +35,7 @@ from delayline import Client
 from delayline.redis import keys, scripts
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.redis.store import DeliveryStore, pump_keys
-from delayline.scheduler.pump import PUMP_BATCH
+from delayline.scheduler.runtime.pump import PUMP_BATCH
 from delayline.timing import HORIZON_MS, now_ms
 
 TOPIC = "bench.pump"

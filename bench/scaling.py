@@ -39,7 +39,7 @@ from bench.harness import run_system
 from bench.plans import STEADY_DELAY_S, Step, _capacity
 from bench.systems.delayline_sys import DelaylineSystem
 from bench.workloads import Bench
-from delayline.scheduler import standalone
+from delayline.scheduler.runtime import standalone
 
 #: Each deployment's master; None: the standalone cluster started for the run.
 DEPLOYMENTS: dict[str, str | None] = {

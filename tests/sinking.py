@@ -17,8 +17,8 @@ from delayline.redis.inbound import InboundStream
 from delayline.redis.listings import Listings
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver, Drop, SinkRow
+from delayline.scheduler.pipeline.handoff import sort_inbound
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import sort_inbound
 from delayline.timing import now_ms
 
 

@@ -951,7 +951,7 @@ def entrypoint() -> None:
 @one_line_errors
 def cluster_up(directory: Path, **spec: Any) -> None:
     """Start the Master and the Workers, and wait until every Worker is alive."""
-    from delayline.scheduler import standalone  # here: the client commands start without it
+    from delayline.scheduler.runtime import standalone  # here: the client commands start without it
 
     running = standalone.up(standalone.ClusterSpec(directory, **spec))
     click.echo(f"master    {running.master_url}")
@@ -967,7 +967,7 @@ def cluster_up(directory: Path, **spec: Any) -> None:
 @one_line_errors
 def cluster_down(directory: Path) -> None:
     """Stop the cluster started from --dir, its executors too."""
-    from delayline.scheduler import standalone
+    from delayline.scheduler.runtime import standalone
 
     click.echo(f"stopped   {standalone.down(directory)} processes")
 
@@ -977,7 +977,7 @@ def cluster_down(directory: Path) -> None:
 @one_line_errors
 def cluster_status(directory: Path) -> None:
     """What the Master says: its state, the Workers alive, cores in use, applications."""
-    from delayline.scheduler import standalone
+    from delayline.scheduler.runtime import standalone
 
     running = standalone.RunningCluster.recorded_in(directory)
     state = running.state()

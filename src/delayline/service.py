@@ -25,9 +25,9 @@ from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.scheduler.drain import DrainReport, drain, refuse_early
-from delayline.scheduler.runner import Scheduler
-from delayline.scheduler.session import build_session, resolve_master
+from delayline.scheduler.jobs.drain import DrainReport, drain, refuse_early
+from delayline.scheduler.runtime.runner import Scheduler
+from delayline.scheduler.runtime.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
 from delayline.urls import redacted
 
@@ -128,7 +128,7 @@ def drain_data_dir(
     ``embedded_port`` unless None. Spark's output goes to ``<data_dir>/spark.log``.
 
     Raises ConfigurationError if a scheduler runs on the data directory, or as
-    :func:`delayline.scheduler.drain.drain` does.
+    :func:`delayline.scheduler.jobs.drain.drain` does.
     """
     with data_dir_lock(settings.data_dir), ExitStack() as cleanup:
         refuse_early(settings)  # before Spark's start, where it can

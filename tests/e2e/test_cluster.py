@@ -16,8 +16,8 @@ import pytest
 import redis
 
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.scheduler import standalone
-from delayline.scheduler.priority import SPARK_NICENESS
+from delayline.scheduler.runtime import standalone
+from delayline.scheduler.runtime.priority import SPARK_NICENESS
 from tests.e2e.harness import (
     SchedulerProcess,
     check_exactly_once,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from delayline import ids
 from delayline.model import Cancel, Message
 from delayline.redis import keys
-from delayline.scheduler.records import MAX_REASON_BYTES
+from delayline.scheduler.pipeline.records import MAX_REASON_BYTES
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.e2e.harness import SchedulerProcess, Service

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from delayline import Client
-from delayline.scheduler.session import SPARK_NICENESS, TRIM_NATIVE_HEAP_INTERVAL_MS
+from delayline.scheduler.runtime.session import SPARK_NICENESS, TRIM_NATIVE_HEAP_INTERVAL_MS
 from tests.e2e.harness import SchedulerProcess, wait_for
 from tests.support import free_port
 
@@ -96,7 +96,7 @@ def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
         assert f"-XX:TrimNativeHeapInterval={TRIM_NATIVE_HEAP_INTERVAL_MS}" in java
         daemons = [args for args in commands if "pyspark.worker" in args]
         assert daemons
-        assert all("delayline.scheduler.worker_daemon" in args for args in daemons)
+        assert all("delayline.scheduler.runtime.worker_daemon" in args for args in daemons)
 
         # The JVM gets the SIGINT too, and leaves it to delayline run, which stops
         # the query between batches (SIGTERM takes the same way).

@@ -15,9 +15,9 @@ from delayline.errors import ConfigurationError
 from delayline.model import decode_record
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
-from delayline.scheduler import packs
-from delayline.scheduler.drain import append_partition, as_inbound_record, refuse_early
-from delayline.scheduler.records import CASCADE_FIELD
+from delayline.scheduler.jobs.drain import append_partition, as_inbound_record, refuse_early
+from delayline.scheduler.pipeline import packs
+from delayline.scheduler.pipeline.records import CASCADE_FIELD
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from delayline.validation import Limits

@@ -10,8 +10,9 @@ from delayline import Client
 from delayline.ids import shard_of
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
+from delayline.scheduler.pipeline.feeds import START_ID
+from delayline.scheduler.pipeline.source import InboundRange, InboundReader
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import START_ID, InboundRange, InboundReader
 from delayline.timing import now_ms
 from tests.support import wait_for
 

@@ -25,13 +25,10 @@ from delayline.kafka.inbound import PLANNING_TIMEOUT_S, KafkaInbound
 from delayline.model import Cancel, Message
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
+from delayline.scheduler.pipeline.feeds import kafka_prefix
+from delayline.scheduler.pipeline.handoff import record_waiting_cancels
+from delayline.scheduler.pipeline.source import InboundReader, KafkaRange
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import (
-    InboundReader,
-    KafkaRange,
-    kafka_prefix,
-    record_waiting_cancels,
-)
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.kafka.broker import kafka_broker

@@ -13,7 +13,7 @@ from delayline import Client, SchedulerError
 from delayline.listing import ListRequest, PendingMessage
 from delayline.model import Cancel, Message
 from delayline.redis import keys
-from delayline.scheduler.listing import inbound_row, listed, unsettled
+from delayline.scheduler.jobs.state_scan import inbound_row, listed, unsettled
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from tests.sinking import answer

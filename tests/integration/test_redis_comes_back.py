@@ -20,8 +20,8 @@ from delayline.redis.embedded import EmbeddedRedis, server_executable
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
+from delayline.scheduler.pipeline.handoff import record_waiting_cancels
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import record_waiting_cancels
 from delayline.timing import now_ms
 from tests.support import free_port, wait_for
 

@@ -13,8 +13,8 @@ from delayline.model import Message, decode_record
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
 from delayline.rows import Cascade, Deliver, Reject, SinkRow
-from delayline.scheduler.chunks import write_once
-from delayline.scheduler.task import BatchTask
+from delayline.scheduler.pipeline.chunks import write_once
+from delayline.scheduler.pipeline.task import BatchTask
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.sinking import dropped

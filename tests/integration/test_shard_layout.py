@@ -18,7 +18,7 @@ from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
-from delayline.scheduler.runner import Scheduler
+from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from tests.sinking import delivered

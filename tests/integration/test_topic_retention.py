@@ -16,7 +16,7 @@ from delayline.redis.retention import TRIM_BATCH, TopicStreams
 from delayline.redis.store import DeliveryStore
 from delayline.retention import RetentionPolicy, TopicRetention
 from delayline.rows import Deliver
-from delayline.scheduler.trimmer import Trimmer
+from delayline.scheduler.runtime.trimmer import Trimmer
 from delayline.timing import now_ms
 
 

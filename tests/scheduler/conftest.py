@@ -9,7 +9,7 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from delayline.scheduler.session import build_session
+from delayline.scheduler.runtime.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
 from tests.conftest import kill_processes
 

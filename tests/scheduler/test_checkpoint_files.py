@@ -13,8 +13,8 @@ from pyspark.sql import SparkSession
 from delayline.errors import ConfigurationError
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
-from delayline.scheduler.checkpoint_files import CheckpointFiles
-from delayline.scheduler.drain import check_drainable, trim_committed
+from delayline.scheduler.jobs.checkpoint_files import CheckpointFiles
+from delayline.scheduler.jobs.drain import check_drainable, trim_committed
 
 
 def write(path: Path, text: str) -> None:

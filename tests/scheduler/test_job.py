@@ -19,9 +19,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from delayline.errors import ConfigurationError
-from delayline.scheduler.checkpoint_files import CheckpointFiles
-from delayline.scheduler.job import QUERY_NAME, start_query
-from delayline.scheduler.pump import Pump
+from delayline.scheduler.jobs.checkpoint_files import CheckpointFiles
+from delayline.scheduler.pipeline.query import QUERY_NAME, start_query
+from delayline.scheduler.runtime.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
 from tests.e2e.harness import Workload, check_exactly_once, send_workload, settled, wait_for
 
@@ -105,7 +105,10 @@ def test_a_stopped_query_resumes_from_its_checkpoint_with_its_settings(
         settle_and_check(raw, both, second)
     with pytest.raises(ConfigurationError, match="shards 4 -> 8"):
         start_query(spark, dataclasses.replace(settings, shards=8), run_token="refused")
-    # A drain that has begun and not finished (it was killed): no run until it has.
-    CheckpointFiles(spark, settings.checkpoint_location).mark_draining("{}")
+    # A drain that has begun and not finished (it was killed): no run until it has
+    # (the runner asks before it starts the query).
+    files = CheckpointFiles(spark, settings.checkpoint_location)
+    files.refuse_if_draining()
+    files.mark_draining("{}")
     with pytest.raises(ConfigurationError, match="run delayline drain again"):
-        start_query(spark, settings, run_token="refused")
+        files.refuse_if_draining()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from delayline.listing import ListRequest
-from delayline.scheduler import packs
-from delayline.scheduler.listing import selected
+from delayline.scheduler.jobs.state_scan import selected
+from delayline.scheduler.pipeline import packs
 
 
 def send(n: int, topic: str = "t", key: str = "") -> packs.Record:

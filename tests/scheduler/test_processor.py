@@ -8,9 +8,9 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from delayline import timing
 from delayline.model import Cancel, Message
-from delayline.scheduler import packs
-from delayline.scheduler.processor import WheelProcessor
-from delayline.scheduler.records import to_packed
+from delayline.scheduler.pipeline import packs
+from delayline.scheduler.pipeline.processor import WheelProcessor
+from delayline.scheduler.pipeline.records import to_packed
 from delayline.validation import Limits
 
 TICK_MS = 100

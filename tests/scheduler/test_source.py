@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from delayline.model import Cancel, Message
-from delayline.scheduler import packs
-from delayline.scheduler.records import CASCADE_FIELD
+from delayline.scheduler.pipeline import packs
+from delayline.scheduler.pipeline.handoff import sort_inbound
+from delayline.scheduler.pipeline.records import CASCADE_FIELD
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import sort_inbound
 from delayline.validation import Limits
 
 T0 = 1_800_000_000_000

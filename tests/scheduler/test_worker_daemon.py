@@ -3,7 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from delayline.scheduler import worker_daemon
+from delayline.scheduler.runtime import worker_daemon
 
 
 def test_the_daemon_imports_what_workers_use_before_it_serves() -> None:
@@ -13,7 +13,7 @@ def test_the_daemon_imports_what_workers_use_before_it_serves() -> None:
     probe = (
         "import sys, pyspark.daemon\n"
         f"pyspark.daemon.manager = lambda: print([m for m in {preloaded!r} if m in sys.modules])\n"
-        "from delayline.scheduler import worker_daemon\n"
+        "from delayline.scheduler.runtime import worker_daemon\n"
         "worker_daemon.main(['worker_daemon', 'pyspark.worker'])\n"
     )
     completed = subprocess.run(

@@ -8,8 +8,8 @@ import pytest
 from delayline.errors import ValidationError
 from delayline.kafka import records
 from delayline.model import Cancel, Message
-from delayline.scheduler.records import entry_time_ms
-from delayline.scheduler.source import id_order
+from delayline.scheduler.pipeline.feeds import id_order
+from delayline.scheduler.pipeline.records import entry_time_ms
 from delayline.validation import Limits
 
 

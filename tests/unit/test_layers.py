@@ -14,6 +14,8 @@ from pathlib import Path
 import delayline
 from delayline.cli import SERVER_MODULES
 
+#: The scheduler's pure modules: ``delayline run --help`` shows the settings.
+SCHEDULER_PURE = ("delayline.scheduler.settings", "delayline.scheduler.runtime.quiet")
 #: The pure core: the message model, validation, ids, time and wheel math, the
 #: sans-IO plans, the rows the sink hands to Redis. No I/O library, no server part.
 PURE_CORE = (
@@ -37,8 +39,7 @@ PURE_CORE = (
     "delayline.retention",
     "delayline.retry",
     "delayline.rows",
-    "delayline.scheduler.quiet",
-    "delayline.scheduler.settings",
+    *SCHEDULER_PURE,
     "delayline.sending",
     "delayline.status",
     "delayline.timing",
@@ -48,16 +49,25 @@ PURE_CORE = (
 CLIENT = ("delayline", "delayline.client", "delayline.async_client", "delayline.cli")
 #: Modules of delayline that belong to the server extra: the HTTP API, the service,
 #: and the scheduler but for its settings, which ``delayline run --help`` shows.
+SOURCE = Path(delayline.__file__).parent
+
+
+def modules_under(package: str) -> set[str]:
+    """Every module of ``package`` and its subpackages (not the packages themselves,
+    whose ``__init__`` holds only a map), by absolute name."""
+    root = SOURCE.joinpath(*package.split(".")[1:])
+    return {
+        ".".join((package, *path.relative_to(root).with_suffix("").parts))
+        for path in root.rglob("*.py")
+        if path.stem != "__init__"
+    }
+
+
 SERVER_PARTS = frozenset(
     {"delayline.api", "delayline.service"}
-    | {
-        f"delayline.scheduler.{path.stem}"
-        for path in Path(delayline.__file__).parent.joinpath("scheduler").glob("*.py")
-        if path.stem not in ("__init__", "settings", "quiet")
-    }
+    | (modules_under("delayline.scheduler") - set(SCHEDULER_PURE))
 )
 IO_MODULES = frozenset({"redis", "click", "socket", "asyncio", "subprocess", "httpx"})
-SOURCE = Path(delayline.__file__).parent
 
 
 def imports_of(module: str) -> set[str]:
@@ -164,3 +174,31 @@ def test_server_commands_without_the_extra_name_it_in_one_line() -> None:
         assert done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith(f"error: `delayline {command}` needs the server extra: ")
         assert "pip install 'delayline[server]'" in done.stderr
+
+
+def test_the_scheduler_packages_are_maps_that_import_nothing() -> None:
+    # The client imports the scheduler's settings: a package's __init__ runs first.
+    for package in ("scheduler", "scheduler/pipeline", "scheduler/runtime", "scheduler/jobs"):
+        tree = ast.parse((SOURCE / package / "__init__.py").read_text())
+        assert ast.get_docstring(tree), f"{package} has no map"
+        assert not [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+
+
+def test_the_pipeline_imports_neither_the_runtime_nor_the_jobs() -> None:
+    for module in modules_under("delayline.scheduler.pipeline"):
+        for name in imports_of(module):
+            assert not name.startswith(
+                ("delayline.scheduler.runtime", "delayline.scheduler.jobs")
+            ), f"{module} imports {name}"
+
+
+def test_only_the_query_imports_the_source() -> None:
+    # Data flows source -> processor -> sink: what writes must not reach back up.
+    importers = {
+        module
+        for module in modules_under("delayline")
+        if any(
+            name.startswith("delayline.scheduler.pipeline.source") for name in imports_of(module)
+        )
+    }
+    assert importers == {"delayline.scheduler.pipeline.query"}

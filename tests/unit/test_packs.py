@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delayline.scheduler import packs
-from delayline.scheduler.processor import plan_firing
-from delayline.scheduler.records import (
+from delayline.scheduler.pipeline import packs
+from delayline.scheduler.pipeline.processor import plan_firing
+from delayline.scheduler.pipeline.records import (
     MAX_REASON_BYTES,
     MAX_REJECT_BYTES,
     MAX_REJECT_FIELDS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from delayline.scheduler.quiet import LOAD_BATCH_ROWS, QuietSpells
+from delayline.scheduler.runtime.quiet import LOAD_BATCH_ROWS, QuietSpells
 
 LOAD = LOAD_BATCH_ROWS
 TRICKLE = LOAD_BATCH_ROWS - 1

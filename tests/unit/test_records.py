@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from delayline import ids, timing
 from delayline.model import Cancel, Message
-from delayline.scheduler import packs, records
-from delayline.scheduler.records import (
+from delayline.scheduler.pipeline import packs, records
+from delayline.scheduler.pipeline.records import (
     MAX_REASON_BYTES,
     MAX_REJECT_BYTES,
     MAX_REJECT_FIELDS,

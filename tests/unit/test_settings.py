@@ -7,7 +7,7 @@ import pytest
 
 from delayline.errors import ConfigurationError
 from delayline.kafka.target import KafkaDelivery, parse_target, target_url
-from delayline.scheduler.java import java_major_version
+from delayline.scheduler.runtime.java import java_major_version
 from delayline.scheduler.settings import (
     SchedulerSettings,
     data_dir_lock,

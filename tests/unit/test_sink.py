@@ -9,9 +9,9 @@ import pyarrow as pa
 from delayline.ids import new_message_id
 from delayline.redis.store import ChunkResult
 from delayline.rows import Deliver, Drop, Reject, SinkRow
-from delayline.scheduler import packs
-from delayline.scheduler.chunks import MAX_CHUNK_BYTES, row_bytes, write_in_chunks
-from delayline.scheduler.sink import ordered_rows
+from delayline.scheduler.pipeline import packs
+from delayline.scheduler.pipeline.chunks import MAX_CHUNK_BYTES, row_bytes, write_in_chunks
+from delayline.scheduler.pipeline.sink import ordered_rows
 
 
 def deliver(inbound_id: str, deliver_at_ms: int, message_id: str = "M") -> packs.Record:

@@ -1,0 +1,22 @@
+"""The scheduler: a Spark Structured Streaming query that holds every pending
+message in a timing wheel, and the process that runs it.
+
+Map (an arrow is "imports"):
+
+- :mod:`~delayline.scheduler.settings` — ``SchedulerSettings`` (what ``delayline
+  run`` takes as options), the settings a checkpoint pins, and the data
+  directory's lock. Pure: the client CLI imports it for ``delayline run --help``.
+- :mod:`~delayline.scheduler.pipeline` — the streaming query itself, source ->
+  processor -> sink, and what runs inside its tasks. Imports neither of the two
+  below.
+- :mod:`~delayline.scheduler.runtime` — the process: the Spark session and JVM,
+  the runner that starts, watches and stops the query, and its threads (the
+  outbox pumps, the topic trimmer, the listing server's), the worker daemon and
+  the standalone cluster. -> pipeline, jobs.
+- :mod:`~delayline.scheduler.jobs` — batch jobs over a checkpoint: the drain
+  (``delayline drain``) and the state scan that lists pending messages.
+  -> pipeline; the drain -> runtime's pump, to empty the outboxes.
+
+Only :mod:`~delayline.scheduler.pipeline.query` imports the source: the data
+flows one way, source -> processor -> sink.
+"""

@@ -15,9 +15,15 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from delayline.errors import ConfigurationError
+
 #: In a checkpoint that a drain has begun: it is renamed with the checkpoint, so that
 #: the rename alone says the drain has finished.
 DRAINING_FILE = "draining.json"
+
+#: Spark's error when the state data source is asked for a checkpoint with no
+#: committed batch: the state holds nothing yet.
+NO_BATCH_YET = "STDS_COMMITTED_BATCH_UNAVAILABLE"
 
 
 class CheckpointFiles:
@@ -51,6 +57,15 @@ class CheckpointFiles:
     def draining(self) -> bool:
         """True if a drain of this checkpoint has begun (and so not finished)."""
         return bool(self._fs.exists(self._path(DRAINING_FILE)))
+
+    def refuse_if_draining(self) -> None:
+        """Raise ConfigurationError if a drain of this checkpoint has begun: a query
+        must not run on it until the drain has finished."""
+        if self.draining():
+            raise ConfigurationError(
+                f"a drain of the checkpoint {self.location} has not finished: "
+                "run delayline drain again, then start"
+            )
 
     def mark_draining(self, text: str) -> None:
         """Write DRAINING_FILE with ``text``: the checkpoint is being drained."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from delayline import ids, timing
 from delayline.errors import DelaylineError
 from delayline.model import Cancel, decode_record
-from delayline.scheduler import packs
+from delayline.scheduler.pipeline import packs
 from delayline.validation import Limits
 
 

@@ -20,6 +20,8 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from delayline.rows import Deliver
+
 SEND = 1
 CANCEL = 2
 REJECT = 3
@@ -190,3 +192,16 @@ def decode_fields(data: bytes) -> list[tuple[bytes, bytes]]:
         pairs.append((name, value))
         offset += name_len + value_len
     return pairs
+
+
+def as_deliver(record: Record) -> Deliver:
+    """A message record as the outbox and the sink take it."""
+    return Deliver(
+        topic=record.topic,
+        id=record.id,
+        body=record.body,
+        key=record.key,
+        headers=record.headers or "{}",
+        deliver_at_ms=record.deliver_at_ms,
+        attempt=record.attempt,
+    )

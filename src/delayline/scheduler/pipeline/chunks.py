@@ -16,7 +16,7 @@ from delayline.chunking import chunk_end
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
 from delayline.rows import OutgoingMessage, Reject, SinkRow
-from delayline.scheduler.task import BatchTask
+from delayline.scheduler.pipeline.task import BatchTask
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold
 #: Redis (and the pump's due messages) for more than about a millisecond.

@@ -7,13 +7,12 @@ import functools
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from delayline.errors import ConfigurationError
-from delayline.scheduler import schemas
-from delayline.scheduler.checkpoint_files import CheckpointFiles
-from delayline.scheduler.processor import WheelProcessor
+from delayline.scheduler.pipeline import schemas
+from delayline.scheduler.pipeline.clients import record_wakeups
+from delayline.scheduler.pipeline.processor import WheelProcessor
+from delayline.scheduler.pipeline.sink import DeliverySink
+from delayline.scheduler.pipeline.source import InboundSource
 from delayline.scheduler.settings import SchedulerSettings, pin_settings
-from delayline.scheduler.sink import DeliverySink
-from delayline.scheduler.source import InboundSource, record_wakeups
 
 QUERY_NAME = "delayline"
 
@@ -23,14 +22,8 @@ def start_query(spark: SparkSession, settings: SchedulerSettings, run_token: str
 
     ``run_token`` names this run's pause flag (see ``Scheduler.stop``).
 
-    Raises ConfigurationError if the checkpoint was made with other pinned settings, or
-    a drain of it has not finished.
+    Raises ConfigurationError if the checkpoint was made with other pinned settings.
     """
-    if CheckpointFiles(spark, settings.checkpoint_location).draining():
-        raise ConfigurationError(
-            f"a drain of the checkpoint {settings.checkpoint_location} has not finished: "
-            "run delayline drain again, then start"
-        )
     pin_settings(settings)
     spark.dataSource.register(InboundSource)
     spark.dataSource.register(DeliverySink)

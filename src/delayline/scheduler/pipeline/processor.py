@@ -2,7 +2,7 @@
 
 Each state key is one (slot, shard) of the wheel. Its messages and cancels sit
 in one RocksDB list state, a pack per batch that touched the key (see
-:mod:`delayline.scheduler.packs`), so every state call costs per key, not per
+:mod:`delayline.scheduler.pipeline.packs`), so every state call costs per key, not per
 message. A processing-time timer fires the slot ``fire_lead_ms`` before it
 starts. Each firing emits the messages due within the lead (the sink holds
 each one until its exact time), puts the rest back, and arms the timer for the
@@ -13,7 +13,7 @@ A coarse key (see :class:`delayline.timing.Wheel`) fires ``cascade_lead_ms``
 before its slot and emits all its messages as cascades: the sink appends them
 to the inbound stream again, and they come back to fine keys.
 
-Each timer set is also recorded in Redis (see :mod:`delayline.scheduler.source`):
+Each timer set is also recorded in Redis (see :mod:`delayline.scheduler.pipeline.source`):
 no-data batches are off, and the source wakes a batch when a timer is due.
 
 Cancels are applied when their message is emitted. A cancel that arrives
@@ -38,7 +38,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from delayline import timing
-from delayline.scheduler import packs, schemas
+from delayline.scheduler.pipeline import packs, schemas
 
 
 class WheelProcessor(StatefulProcessor):

@@ -10,7 +10,7 @@ a replay resumes exactly after the last chunk that landed. See docs/design.md.
 Never early: a message goes to its topic only once Redis's clock has reached
 its ``deliver_at_ms``. One emitted ahead of its time (slots fire
 ``fire_lead_ms`` early) waits in the outbox, and the pump
-(:mod:`delayline.scheduler.pump`) delivers it on time. The sink itself never
+(:mod:`delayline.scheduler.runtime.pump`) delivers it on time. The sink itself never
 waits, so a batch is never longer than its work.
 """
 
@@ -28,11 +28,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from delayline.rows import Cascade, Drop, Reject, SinkRow
-from delayline.scheduler import packs, schemas
-from delayline.scheduler.chunks import write_once
+from delayline.scheduler.pipeline import packs, schemas
+from delayline.scheduler.pipeline.chunks import write_once
+from delayline.scheduler.pipeline.clients import store_for
+from delayline.scheduler.pipeline.feeds import id_order
+from delayline.scheduler.pipeline.task import current_batch_task
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import as_deliver, id_order, store_for
-from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
 
 
@@ -54,11 +55,11 @@ def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list
 
 def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
     if record.kind == packs.DELIVER:
-        return record.deliver_at_ms, as_deliver(record)
+        return record.deliver_at_ms, packs.as_deliver(record)
     if record.kind == packs.CASCADE:
-        return record.deliver_at_ms, Cascade(*as_deliver(record))
+        return record.deliver_at_ms, Cascade(*packs.as_deliver(record))
     if record.kind == packs.DROP:
-        return 0, Drop(*as_deliver(record))
+        return 0, Drop(*packs.as_deliver(record))
     # The source kept the original fields under names that cannot clash with these.
     fields = packs.decode_fields(record.body)
     fields += [

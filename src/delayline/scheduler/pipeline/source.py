@@ -24,186 +24,34 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from delayline import ids
 from delayline.errors import ConfigurationError, TransportError
 from delayline.kafka.inbound import PLANNING_TIMEOUT_S, KafkaInbound
-from delayline.model import OP_CANCEL, OP_RESCHEDULE, RECORD_VERSION
 from delayline.redis import keys
-from delayline.redis.inbound import InboundStream
-from delayline.redis.store import DeliveryStore
-from delayline.rows import Deliver
-from delayline.scheduler import packs, schemas
-from delayline.scheduler.chunks import write_once
-from delayline.scheduler.records import CASCADE_FIELD, to_packed
+from delayline.scheduler.pipeline import schemas
+from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for
+from delayline.scheduler.pipeline.feeds import (
+    MAX_SEQ,
+    START_ID,
+    id_order,
+    kafka_prefix,
+    offset_fields,
+)
+from delayline.scheduler.pipeline.handoff import hand_off, sort_inbound
+from delayline.scheduler.pipeline.task import current_batch_task
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.task import current_batch_task
 from delayline.timing import now_ms
-
-SOURCE_ARROW = pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())])
-
-#: The largest sequence number of a stream id: "<ms>-MAX_SEQ" ends millisecond <ms>.
-MAX_SEQ = 2**64 - 1
-START_ID = "0-0"
 
 log = logging.getLogger(__name__)
 
 #: After the brokers failed to answer while a batch was planned, how long the source
 #: plans without the Kafka inbound topic before it asks again (s).
 KAFKA_RETRY_S = 5.0
-
-
-def waiting_cancels(
-    entries: Iterable[tuple[str, Mapping[bytes, bytes]]],
-) -> list[tuple[str, int, str]]:
-    """(id, deliver_at_ms, new id or "") of every well-formed raw cancel or reschedule
-    among inbound ``entries``."""
-    found = []
-    for _, fields in entries:
-        op = fields.get(b"op")
-        if op in (OP_CANCEL, OP_RESCHEDULE) and fields.get(b"v") == RECORD_VERSION:
-            claimed = fields.get(b"id", b"").decode("ascii", "replace")
-            new_id = fields.get(b"new_id", b"").decode("ascii", "replace")
-            if ids.is_message_id(claimed) and (op == OP_CANCEL or ids.is_message_id(new_id)):
-                found.append((claimed, ids.deliver_at_ms_of(claimed), new_id))
-    return found
-
-
-def record_waiting_cancels(inbound: InboundStream, settings: SchedulerSettings) -> None:
-    """Record a cancel request for each raw cancel that waits in an inbound stream,
-    or in the Kafka inbound topic past the group's offsets.
-
-    After a crash, the pump delivers what waits in the outbox before Spark is
-    up to read the inbound side, so a raw cancel sent during the downtime
-    would lose to it; this runs first. The streams hold only what Spark has
-    not committed, so the scan is short; so is the topic's, past the offsets
-    committed with Spark's last batch.
-    """
-    retention_ms, shards = settings.journal_retention_ms, settings.inbound_shards
-    for stream in keys.inbound_streams(shards):
-        waiting = waiting_cancels(inbound.read(START_ID, "+", stream=stream))
-        inbound.record_cancel_requests(waiting, retention_ms, shards)
-    if settings.kafka is not None:
-        topic = kafka_inbound_for(settings.kafka, settings.kafka_inbound_topic)
-        partitions = topic.partitions()
-        ends = topic.ends(partitions)
-        for partition, start in topic.starts(partitions).items():
-            waiting = waiting_cancels(topic.read(partition, start, ends[partition]))
-            inbound.record_cancel_requests(waiting, retention_ms, shards)
-
-
-@cache
-def inbound_for(url: str) -> InboundStream:
-    """One inbound client per URL per Python worker (workers are reused across tasks).
-
-    It waits as long as Redis needs to come back (loading, restarting, out of
-    disk): a task that failed instead would be retried a few times and then
-    stop the query; a task that waits resumes where it was.
-    """
-    return InboundStream.from_url(url, patience_ms=None)
-
-
-@cache
-def store_for(url: str) -> DeliveryStore:
-    """One store client per URL per Python worker, for the hand-off and the sink;
-    as patient as :func:`inbound_for`, for the same reason."""
-    return DeliveryStore.from_url(url, patience_ms=None)
-
-
-@cache
-def kafka_inbound_for(brokers: str, topic: str) -> KafkaInbound:
-    """One client of the Kafka inbound topic per Python worker (and one on the driver)."""
-    return KafkaInbound(brokers, topic)
-
-
-def record_wakeups(redis_url: str, times_ms: Iterable[int]) -> None:
-    """Record when state timers are due, for the source to wake a batch (see latestOffset)."""
-    inbound_for(redis_url).add_wakeups(times_ms)
-
-
-def as_deliver(record: packs.Record) -> Deliver:
-    """A message record as the outbox and the sink take it."""
-    return Deliver(
-        topic=record.topic,
-        id=record.id,
-        body=record.body,
-        key=record.key,
-        headers=record.headers or "{}",
-        deliver_at_ms=record.deliver_at_ms,
-        attempt=record.attempt,
-    )
-
-
-def id_order(entry_id: str) -> tuple[int, int]:
-    """A stream entry id as a sortable (ms, seq) pair."""
-    ms, seq = entry_id.split("-")
-    return int(ms), int(seq)
-
-
-@dataclass(frozen=True)
-class SortedInbound:
-    """A range of inbound records, sorted for the wheel, the outbox and the counters."""
-
-    #: One pack per wheel key, in order of first appearance: a replay builds the same.
-    packs: dict[int, bytes]
-    #: Sends due within the horizon of when Redis received them: for the outbox.
-    near: list[Deliver]
-    #: (id, deliver_at_ms, new id or "") of each cancel or reschedule, for the cancel
-    #: requests that the sink and the pump check.
-    cancels: list[tuple[str, int, str]]
-    #: Sends accepted from producers (not cascades handed down again), per
-    #: (due second as epoch ms, topic): the forecast's counts.
-    accepted: dict[tuple[int, str], int]
-
-
-def sort_inbound(
-    entries: Iterable[tuple[str, Mapping[bytes, bytes]]], settings: SchedulerSettings
-) -> SortedInbound:
-    """Validate and place each (entry id, fields) of the inbound stream.
-
-    A send due within the horizon (``fire_lead_ms``) of its entry id's time
-    goes to the outbox, as the SDK's near path would have put it, rather than a
-    whole batch later. It is judged by the entry id, not the clock, so that a
-    replay sorts the same range the same way.
-    """
-    grouped: dict[int, list[bytes]] = {}
-    near: list[Deliver] = []
-    cancels: list[tuple[str, int, str]] = []
-    accepted: dict[tuple[int, str], int] = {}
-    for entry_id, fields in entries:
-        placed = to_packed(
-            entry_id, fields, limits=settings.limits, wheel=settings.wheel, shards=settings.shards
-        )
-        # The kind is the record's first byte; only a cancel or a near send is decoded.
-        kind = placed[0][1][0]
-        if kind in packs.CANCELS:
-            cancel = next(packs.unpack(placed[0][1]))
-            cancels.append((cancel.id, cancel.deliver_at_ms, cancel.reason))
-            if kind == packs.WITHDRAW:
-                # First in its keys' packs: the processor looks no further to see one.
-                for key, record in placed:
-                    grouped.setdefault(key, []).insert(0, record)
-                continue
-        elif kind == packs.SEND:
-            [(_, data)] = placed
-            deliver_at_ms = packs.deliver_at_ms_of(data)
-            if fields.get(CASCADE_FIELD) != b"1":
-                counted = (deliver_at_ms - deliver_at_ms % 1000, fields[b"topic"].decode())
-                accepted[counted] = accepted.get(counted, 0) + 1
-            if deliver_at_ms - id_order(entry_id)[0] <= settings.fire_lead_ms:
-                near.append(as_deliver(next(packs.unpack(data))))
-                continue
-        for key, record in placed:
-            grouped.setdefault(key, []).append(record)
-    return SortedInbound(
-        {key: b"".join(parts) for key, parts in grouped.items()}, near, cancels, accepted
-    )
 
 
 @dataclass(frozen=True)
@@ -232,18 +80,6 @@ def split_range(after_id: str, upto_id: str, parts: int) -> list[InboundRange]:
     cuts = sorted({low_ms + (high_ms - low_ms) * k // parts for k in range(1, parts)} - {high_ms})
     bounds = [after_id, *(f"{ms}-{MAX_SEQ}" for ms in cuts), upto_id]
     return [InboundRange(lo, hi) for lo, hi in itertools.pairwise(bounds)]
-
-
-def offset_fields(inbound_shards: int) -> list[tuple[str, str]]:
-    """(offset field, stream) of every inbound stream: ``id`` for the default one,
-    ``id.<n>`` for shard n's."""
-    default, *shards = keys.inbound_streams(inbound_shards)
-    return [("id", default), *((f"id.{shard}", stream) for shard, stream in enumerate(shards))]
-
-
-def kafka_prefix(topic: str) -> str:
-    """The offset field of partition p of the Kafka inbound ``topic`` is this and p."""
-    return f"kafka:{topic}:"
 
 
 class InboundSource(DataSource):
@@ -407,7 +243,6 @@ class InboundReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         settings = self._settings
-        inbound = inbound_for(settings.redis_url)
         entries: Iterable[tuple[str, Mapping[bytes, bytes]]]
         if isinstance(partition, KafkaRange):
             topic = self._kafka()
@@ -415,40 +250,14 @@ class InboundReader(DataSourceStreamReader):
             entries = topic.read(partition.partition, partition.start, partition.end)
         else:
             assert isinstance(partition, InboundRange)
+            inbound = inbound_for(settings.redis_url)
             entries = inbound.read(partition.after_id, partition.upto_id, stream=partition.stream)
         batch = sort_inbound(entries, settings)
-        task = current_batch_task()
-        # A raw cancel must also stop a message that already left Spark's state for
-        # the outbox: the pump drops a message with a cancel request, as for the SDK's.
-        # Recorded first, so that it also stops a message handed off just below.
-        inbound.record_cancel_requests(
-            batch.cancels, settings.journal_retention_ms, settings.inbound_shards
-        )
-        # As the sink writes: due ones to their topic, the rest to the outbox, a
-        # duplicate id counted once, and a replay resuming after what landed.
-        write_once(
-            store_for(settings.redis_url),
-            task,
-            "handoff",
-            batch.near,
-            journal_ttl_s=settings.journal_retention_ms // 1000,
-            horizon_ms=settings.fire_lead_ms,
-            shards=settings.inbound_shards,
-        )
-        # The counts may go to any shard: readers add them up. The partition picks one.
-        layout = keys.layout(settings.inbound_shards)
-        inbound.count_ingest(
-            task.query_id,
-            task.partition,
-            task.batch_id,
-            batch.accepted,
-            len(batch.cancels),
-            layout[task.partition % len(layout)],
-        )
+        hand_off(batch, settings, current_batch_task())
         if batch.packs:
             yield pa.RecordBatch.from_pydict(
                 {"wheel_key": list(batch.packs), "pack": list(batch.packs.values())},
-                schema=SOURCE_ARROW,
+                schema=schemas.SOURCE_ARROW,
             )
 
     def commit(self, end: dict[str, str]) -> None:

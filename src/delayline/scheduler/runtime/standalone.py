@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from delayline.errors import ClusterError
-from delayline.scheduler.java import check_java
-from delayline.scheduler.priority import SPARK_NICENESS, lower_to
+from delayline.scheduler.runtime.java import check_java
+from delayline.scheduler.runtime.priority import SPARK_NICENESS, lower_to
 
 #: Marks the processes of one cluster: its directory, resolved.
 TAG_VARIABLE = "DELAYLINE_CLUSTER"

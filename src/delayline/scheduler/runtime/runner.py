@@ -23,14 +23,16 @@ from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
 from delayline.redis.listings import Listings
 from delayline.redis.store import DeliveryStore
-from delayline.scheduler.job import start_query
-from delayline.scheduler.listing import ListingServer
-from delayline.scheduler.pump import Pump
-from delayline.scheduler.quiet import QuietSpells
-from delayline.scheduler.session import build_session, runs_locally
+from delayline.scheduler.jobs.checkpoint_files import CheckpointFiles
+from delayline.scheduler.jobs.state_scan import ListingServer
+from delayline.scheduler.pipeline.clients import kafka_inbound_for
+from delayline.scheduler.pipeline.handoff import record_waiting_cancels
+from delayline.scheduler.pipeline.query import start_query
+from delayline.scheduler.runtime.pump import Pump
+from delayline.scheduler.runtime.quiet import QuietSpells
+from delayline.scheduler.runtime.session import build_session, runs_locally
+from delayline.scheduler.runtime.trimmer import Trimmer
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import kafka_inbound_for, record_waiting_cancels
-from delayline.scheduler.trimmer import Trimmer
 from delayline.timing import to_epoch_ms
 
 #: How long stopping waits for an unavailable Redis before it stops anyway (ms).
@@ -123,6 +125,7 @@ class Scheduler:
             # due messages to Redis streams rather than ready them for Kafka.
             self._wait_prepared()
         self._spark = build_session(self.settings, self._spark_log)
+        CheckpointFiles(self._spark, self.settings.checkpoint_location).refuse_if_draining()
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
             self._query_id = str(self._query.id)

@@ -26,56 +26,24 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from delayline.errors import SchedulerError
 from delayline.listing import ListRequest, PendingMessage
 from delayline.redis.listings import Listings
-from delayline.scheduler import packs
-from delayline.scheduler.background import Background
-from delayline.scheduler.checkpoint_files import CheckpointFiles
-from delayline.scheduler.records import to_packed
+from delayline.scheduler.jobs.checkpoint_files import NO_BATCH_YET, CheckpointFiles
+from delayline.scheduler.pipeline import packs, schemas
+from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for
+from delayline.scheduler.pipeline.feeds import START_ID, id_order, kafka_prefix, offset_fields
+from delayline.scheduler.pipeline.records import to_packed
+from delayline.scheduler.runtime.background import Background
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.scheduler.source import (
-    START_ID,
-    id_order,
-    inbound_for,
-    kafka_inbound_for,
-    kafka_prefix,
-    offset_fields,
-)
 
 #: How many times a listing reads the inbound feeds past the last committed batch,
 #: should a batch commit during each read (a read takes milliseconds, a batch seconds).
 UNSETTLED_READS = 5
 
-#: Spark's error for a checkpoint with no committed batch: the state holds nothing yet.
-NO_BATCH_YET = "STDS_COMMITTED_BATCH_UNAVAILABLE"
-
 #: A listed send: (deliver_at_ms, id, topic, key, attempt, body_bytes).
 Listed = tuple[int, str, str, str, int, int]
-
-#: A listed send, in the order the scan sorts by: due time first.
-LISTED_ARROW = pa.schema(
-    [
-        ("deliver_at_ms", pa.int64()),
-        ("id", pa.string()),
-        ("topic", pa.string()),
-        ("key", pa.string()),
-        ("attempt", pa.int32()),
-        ("body_bytes", pa.int64()),
-    ]
-)
-LISTED = StructType(
-    [
-        StructField("deliver_at_ms", LongType()),
-        StructField("id", StringType()),
-        StructField("topic", StringType()),
-        StructField("key", StringType()),
-        StructField("attempt", IntegerType()),
-        StructField("body_bytes", LongType()),
-    ]
-)
 
 
 def selected(request_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -92,8 +60,11 @@ def selected(request_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         for data in batch.column(0).to_pylist()
         for record in packs.unpack(data)
     )
-    rows = [dict(zip(LISTED_ARROW.names, send, strict=True)) for send in listed(request, records)]
-    yield pa.RecordBatch.from_pylist(rows, schema=LISTED_ARROW)
+    rows = [
+        dict(zip(schemas.LISTED_ARROW.names, send, strict=True))
+        for send in listed(request, records)
+    ]
+    yield pa.RecordBatch.from_pylist(rows, schema=schemas.LISTED_ARROW)
 
 
 def listed(request: ListRequest, records: Iterable[packs.Record]) -> list[Listed]:
@@ -164,7 +135,7 @@ def scan_state(
         .option("batchId", batch_id)
         .load(checkpoint)
         .select("list_element.pack")
-        .mapInArrow(functools.partial(selected, request.to_json()), LISTED)
+        .mapInArrow(functools.partial(selected, request.to_json()), schemas.LISTED)
         .orderBy("deliver_at_ms", "id")
         .limit(request.limit)
     )

@@ -23,8 +23,8 @@ PRELOAD = {
         "pyarrow",
         "pandas",
         "pyspark.worker",
-        "delayline.scheduler.source",
-        "delayline.scheduler.processor",
+        "delayline.scheduler.pipeline.source",
+        "delayline.scheduler.pipeline.processor",
     ),
 }
 

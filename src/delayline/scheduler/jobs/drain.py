@@ -43,7 +43,6 @@ from py4j.protocol import Py4JError
 from pyspark import TaskContext
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from delayline.chunking import chunks
 from delayline.errors import ConfigurationError, SchedulerError
@@ -52,18 +51,18 @@ from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
 from delayline.redis.store import DeliveryStore
-from delayline.scheduler import packs
-from delayline.scheduler.checkpoint_files import CheckpointFiles
-from delayline.scheduler.listing import NO_BATCH_YET
-from delayline.scheduler.pump import Pump
-from delayline.scheduler.records import CASCADE_FIELD
+from delayline.scheduler.jobs.checkpoint_files import NO_BATCH_YET, CheckpointFiles
+from delayline.scheduler.pipeline import packs, schemas
+from delayline.scheduler.pipeline.clients import inbound_for
+from delayline.scheduler.pipeline.feeds import offset_fields
+from delayline.scheduler.pipeline.records import CASCADE_FIELD
+from delayline.scheduler.runtime.pump import Pump
 from delayline.scheduler.settings import (
     PINNED_FILE,
     SchedulerSettings,
     local_path,
     recorded_settings,
 )
-from delayline.scheduler.source import inbound_for, offset_fields
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers
 
@@ -71,10 +70,6 @@ from delayline.validation import Limits, decode_headers
 CHUNK_MESSAGES = 5_000
 #: ...and about this many bytes (8 MiB).
 CHUNK_BYTES = 8 * 1024 * 1024
-
-#: What each state partition's task reports.
-DRAINED = StructType([StructField("partition", IntegerType()), StructField("messages", LongType())])
-_DRAINED_ARROW = pa.schema([("partition", pa.int32()), ("messages", pa.int64())])
 
 
 @dataclass(frozen=True)
@@ -124,7 +119,7 @@ def hand_over(
     ]
     append_partition(inbound_for(redis_url), marker, partition, sends, limits)
     yield pa.RecordBatch.from_pylist(
-        [{"partition": partition, "messages": len(sends)}], schema=_DRAINED_ARROW
+        [{"partition": partition, "messages": len(sends)}], schema=schemas.DRAINED_ARROW
     )
 
 
@@ -254,7 +249,8 @@ def _append_pending(
             .load(checkpoint)
             .select("list_element.pack")
             .mapInArrow(
-                functools.partial(hand_over, settings.redis_url, marker, settings.limits), DRAINED
+                functools.partial(hand_over, settings.redis_url, marker, settings.limits),
+                schemas.DRAINED,
             )
             .collect()
         )

@@ -17,8 +17,8 @@ from pyspark import java_gateway
 from pyspark.sql import SparkSession
 
 from delayline.lifetime import die_with_parent
-from delayline.scheduler.java import check_java
-from delayline.scheduler.priority import SPARK_NICENESS
+from delayline.scheduler.runtime.java import check_java
+from delayline.scheduler.runtime.priority import SPARK_NICENESS
 from delayline.scheduler.settings import SchedulerSettings
 
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -169,7 +169,7 @@ def build_session(settings: SchedulerSettings, spark_log: Path | None = None) ->
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     master = resolve_master(settings)
     local = runs_locally(settings)
-    log_config = resources.files("delayline.scheduler") / "log4j2.properties"
+    log_config = resources.files("delayline.scheduler.runtime") / "log4j2.properties"
     java_options = [f"-Dlog4j2.configurationFile=file:{log_config}"]
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -203,7 +203,7 @@ def _configured(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.local.dir", str(scratch))
         # Workers fork from a daemon that has imported what they use (see worker_daemon.py).
-        .config("spark.python.daemon.module", "delayline.scheduler.worker_daemon")
+        .config("spark.python.daemon.module", "delayline.scheduler.runtime.worker_daemon")
         .config("spark.sql.shuffle.partitions", str(settings.state_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", _ROCKSDB)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")

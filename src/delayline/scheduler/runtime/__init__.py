@@ -1,0 +1,15 @@
+"""The scheduler's process: what starts, runs and stops the streaming query.
+
+- :mod:`.runner` — ``Scheduler``: the pumps, then Spark and the query; the
+  heartbeat; stopping between batches.
+- :mod:`.session` — the Spark session (RocksDB state, quiet logs, our Python);
+  ``log4j2.properties`` beside it.
+- :mod:`.java` — finds a Java 17+ for the JVM.
+- :mod:`.priority` — how much nicer Spark runs than delayline's own threads.
+- :mod:`.worker_daemon` — PySpark's worker daemon, with heavy imports done once.
+- :mod:`.quiet` — quiet spells: when a local driver may trim its heap (pure).
+- :mod:`.standalone` — ``delayline cluster``: a Spark standalone cluster.
+- :mod:`.background` — a daemon thread that runs until told to stop; under:
+- :mod:`.pump` — moves due messages from an outbox to their topics.
+- :mod:`.trimmer` — trims topic streams by their retention.
+"""
