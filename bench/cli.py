@@ -196,7 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     spy.add_argument("--py-spy", type=Path, default=None, help="write a py-spy raw profile here")
     spy.add_argument("--master", default=None, help="Spark master")
     spy.add_argument("--out", type=Path, default=None, help="also write the result here")
-    for option in ("tick-ms", "lead-ms", "trigger-ms", "partitions", "shards", "source-partitions"):
+    for option in (
+        "tick-ms",
+        "horizon-ms",
+        "trigger-ms",
+        "partitions",
+        "shards",
+        "source-partitions",
+    ):
         spy.add_argument(f"--{option}", type=int, default=None)
 
     chaos = commands.add_parser("chaos", help="kills and a Redis outage under load, 1M pending")

@@ -171,7 +171,7 @@ def main(args: Any) -> None:
         args.duration,
         args.py_spy,
         tick_ms=args.tick_ms,
-        fire_lead_ms=args.lead_ms,
+        horizon_ms=args.horizon_ms,
         trigger_ms=args.trigger_ms,
         state_partitions=args.partitions,
         shards=args.shards,

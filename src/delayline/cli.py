@@ -38,7 +38,7 @@ from delayline.metrics import percentile_ms
 from delayline.model import Message, message_from
 from delayline.progress import ProgressBar, format_bound
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
-from delayline.scheduler.settings import SchedulerSettings, run_options
+from delayline.scheduler.settings import RunOption, SchedulerSettings, run_options
 from delayline.sending import numbered_arguments
 from delayline.urls import redacted
 from delayline.validation import Limits
@@ -149,9 +149,30 @@ def scheduler_options(command: F) -> F:
         default = "" if setting.default is None else f" [default: {setting.default}]"
         command = click.option(
             setting.flag, setting.name, type=setting.type, default=None,
-            help=setting.help + default,
+            help=setting.help + default, callback=_or_alias,
         )(command)  # fmt: skip
+        for alias in setting.aliases:
+            # Eager: read before every setting, so the setting's callback finds it.
+            command = click.option(
+                alias, f"{setting.name}_as_{alias.strip('-').replace('-', '_')}",
+                type=setting.type, hidden=True, is_eager=True, expose_value=False,
+                callback=functools.partial(_deprecated_alias, setting),
+            )(command)  # fmt: skip
     return command
+
+
+def _deprecated_alias(
+    setting: RunOption, ctx: click.Context, param: click.Parameter, value: Any
+) -> None:
+    """Warn that a deprecated flag of ``setting`` was given, and keep its value."""
+    if value is not None:
+        click.echo(f"warning: {param.opts[0]} is deprecated: use {setting.flag}", err=True)
+        ctx.meta[f"delayline.alias.{setting.name}"] = value
+
+
+def _or_alias(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A setting's value, or that of a deprecated alias if only that was given."""
+    return value if value is not None else ctx.meta.get(f"delayline.alias.{param.name}")
 
 
 def fail(message: str) -> None:

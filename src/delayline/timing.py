@@ -11,9 +11,11 @@ burst due at one instant spreads over several state keys and partitions; each
 
 The wheel has two levels (:class:`Wheel`). A message due more than
 ``coarse_after_ms`` after it reaches the scheduler waits in a coarse slot of
-``coarse_tick_ms``; ``cascade_lead_ms`` before that slot starts, its messages
+``coarse_tick_ms``; ``cascade_ahead_ms`` before that slot starts, its messages
 are handed down to the fine level (``tick_ms``), as a hierarchical timing
 wheel does. Far-future messages thus share few keys however sparse they are.
+(``cascade_ahead_ms`` is not the horizon, ``HORIZON_MS``: how early a fine slot
+fires, and how soon a message must be due to skip the wheel.)
 """
 
 from __future__ import annotations
@@ -165,18 +167,21 @@ def slot_start_ms(deliver_at_ms: int, tick_ms: int) -> int:
 class Wheel:
     """The shape of the two-level wheel. Times are ms.
 
-    Raises ValueError unless ``coarse_tick_ms + cascade_lead_ms < coarse_after_ms``,
-    which guarantees that a handed-down message lands in a fine slot.
+    ``cascade_ahead_ms`` is how long before a coarse slot starts it hands its
+    messages down to fine slots; it is unrelated to the horizon (how early a
+    fine slot fires). Raises ValueError unless ``coarse_tick_ms +
+    cascade_ahead_ms < coarse_after_ms``, which guarantees that a handed-down
+    message lands in a fine slot.
     """
 
     tick_ms: int = 500
     coarse_tick_ms: int = 60_000
     coarse_after_ms: int = 300_000
-    cascade_lead_ms: int = 120_000
+    cascade_ahead_ms: int = 120_000
 
     def __post_init__(self) -> None:
-        if self.coarse_tick_ms + self.cascade_lead_ms >= self.coarse_after_ms:
-            raise ValueError("coarse_tick_ms + cascade_lead_ms must be less than coarse_after_ms")
+        if self.coarse_tick_ms + self.cascade_ahead_ms >= self.coarse_after_ms:
+            raise ValueError("coarse_tick_ms + cascade_ahead_ms must be less than coarse_after_ms")
 
     def place(self, deliver_at_ms: int, received_ms: int) -> tuple[int, bool]:
         """The slot (start ms) and level (True: coarse) of a message received at ``received_ms``."""

@@ -13,7 +13,7 @@ from delayline.redis.embedded import EmbeddedRedis
 from tests.e2e.harness import SchedulerProcess, Service
 from tests.support import free_port
 
-#: The shared service's horizon (``--lead-ms``): a send due sooner takes the near path
+#: The shared service's horizon (``--horizon-ms``): a send due sooner takes the near path
 #: into the outbox, a later one goes through Spark's wheel, so that one service has
 #: both paths a few seconds apart.
 SHORT_HORIZON_MS = 1_000
@@ -34,7 +34,7 @@ def default_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servic
                 "--no-api",
                 "--data-dir",
                 str(data_dir),
-                "--lead-ms",
+                "--horizon-ms",
                 str(SHORT_HORIZON_MS),
             ]
         ) as scheduler,

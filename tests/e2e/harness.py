@@ -32,8 +32,8 @@ START_TIMEOUT_S = 180.0
 #: messages due more than 6 s ahead start coarse and are handed down 3 s ahead,
 #: and fine slots fire 1 s ahead (a horizon of 1 s: the SDK sends little to the outbox).
 SMALL_WHEEL = [
-    *("--coarse-after-ms", "6000", "--coarse-tick-ms", "2000", "--cascade-lead-ms", "3000"),
-    *("--lead-ms", "1000"),
+    *("--coarse-after-ms", "6000", "--coarse-tick-ms", "2000", "--cascade-ahead-ms", "3000"),
+    *("--horizon-ms", "1000"),
 ]
 
 

@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.scheduler.settings import PINNED_FILE
+from delayline.scheduler.pinning import PINNED_FILE
 from tests.e2e.harness import (
     SMALL_WHEEL,
     SchedulerProcess,

@@ -37,8 +37,8 @@ def small_wheel(redis_url: str, data_dir: Path) -> SchedulerSettings:
         data_dir=data_dir,
         coarse_after_ms=6_000,
         coarse_tick_ms=2_000,
-        cascade_lead_ms=3_000,
-        fire_lead_ms=1_000,
+        cascade_ahead_ms=3_000,
+        horizon_ms=1_000,
         trigger_ms=200,
     )
 
@@ -46,7 +46,7 @@ def small_wheel(redis_url: str, data_dir: Path) -> SchedulerSettings:
 @contextmanager
 def running(spark: SparkSession, settings: SchedulerSettings) -> Iterator[StreamingQuery]:
     """The query and an outbox pump, as ``delayline run`` runs them; both stopped after."""
-    pump = Pump(settings.redis_url, settings.journal_retention_ms // 1000)
+    pump = Pump(settings.redis_url, settings.journal_ttl_s)
     pump.start()
     try:
         query = start_query(spark, settings, run_token=uuid.uuid4().hex)

@@ -88,7 +88,7 @@ def test_a_slot_fires_all_its_messages(wheel: Wheel) -> None:
             assert record.id not in emitted_at, "emitted twice"
             emitted_at[record.id] = now_ms
     assert set(emitted_at) == {m.id for m in messages}
-    for message in messages:  # each leaves lead_ms ahead of its time; the sink holds it
+    for message in messages:  # each leaves horizon_ms ahead of its time; the sink holds it
         assert emitted_at[message.id] == message.deliver_at_ms - LEAD_MS
     assert wheel.stored(due_ms) == []
     assert wheel.advance_to(due_ms + 5_000) == []  # fired once, never again
@@ -209,8 +209,8 @@ def test_a_coarse_slot_hands_its_messages_down_at_its_lead(wheel: Wheel) -> None
     messages = [wheel.message(far_ms), wheel.message(far_ms + 5_000)]
     assert wheel.feed(*messages) == []
     coarse_slot = timing.slot_start_ms(far_ms, WHEEL.coarse_tick_ms)
-    assert wheel.advance_to(coarse_slot - WHEEL.cascade_lead_ms - 1) == []
-    handed_down = wheel.advance_to(coarse_slot - WHEEL.cascade_lead_ms)
+    assert wheel.advance_to(coarse_slot - WHEEL.cascade_ahead_ms - 1) == []
+    handed_down = wheel.advance_to(coarse_slot - WHEEL.cascade_ahead_ms)
     assert [(r.kind, r.id) for r in handed_down] == [(packs.CASCADE, m.id) for m in messages]
     assert handed_down[0].topic == "t"  # the whole message goes back to the inbound stream
 
@@ -226,7 +226,7 @@ def test_a_cancel_at_the_coarse_level_drops_instead_of_handing_down(wheel: Wheel
     cancel = Row(wheel_key=key, pack=data)
     assert emitted(wheel.tester.test(key, [cancel])) == []
     coarse_slot = timing.slot_start_ms(far_ms, WHEEL.coarse_tick_ms)
-    [dropped] = wheel.advance_to(coarse_slot - WHEEL.cascade_lead_ms)
+    [dropped] = wheel.advance_to(coarse_slot - WHEEL.cascade_ahead_ms)
     assert (dropped.kind, dropped.id) == (packs.DROP, message.id)
 
 

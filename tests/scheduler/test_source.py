@@ -11,7 +11,7 @@ from delayline.validation import Limits
 
 T0 = 1_800_000_000_000
 HORIZON_MS = 60_000
-SETTINGS = SchedulerSettings(fire_lead_ms=HORIZON_MS)
+SETTINGS = SchedulerSettings(horizon_ms=HORIZON_MS)
 
 
 def send(delay_ms: int, extra: dict[bytes, bytes] | None = None) -> dict[bytes, bytes]:

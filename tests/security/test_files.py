@@ -11,12 +11,8 @@ from pathlib import Path
 import pytest
 
 from delayline.errors import ConfigurationError
-from delayline.scheduler.settings import (
-    PINNED_FILE,
-    SchedulerSettings,
-    data_dir_lock,
-    pin_settings,
-)
+from delayline.scheduler.pinning import PINNED_FILE, pin_settings
+from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
 
 
 def mode(path: Path) -> int:

@@ -63,7 +63,7 @@ def test_a_firing_emits_what_is_due_within_the_lead_and_keeps_the_rest() -> None
     data = packs.pack(
         [message("a", 1_000), message("b", 1_400), message("c", 1_401), message("d", 1_900)]
     )
-    plan = plan_firing(data, now_ms=1_100, lead_ms=300, cancels_until_ms=10_000)
+    plan = plan_firing(data, now_ms=1_100, ahead_ms=300, cancels_until_ms=10_000)
     assert [(r.kind, r.id) for r in packs.unpack(plan.out)] == [
         (packs.DELIVER, "a"),
         (packs.DELIVER, "b"),
@@ -74,14 +74,14 @@ def test_a_firing_emits_what_is_due_within_the_lead_and_keeps_the_rest() -> None
 
 def test_cancelled_messages_are_dropped_and_cancels_kept_until_their_expiry() -> None:
     data = packs.pack([cancel("a", 1_000), message("a", 1_000), message("b", 1_000)])
-    plan = plan_firing(data, now_ms=1_000, lead_ms=0, cancels_until_ms=5_000)
+    plan = plan_firing(data, now_ms=1_000, ahead_ms=0, cancels_until_ms=5_000)
     assert [(r.kind, r.id) for r in packs.unpack(plan.out)] == [
         (packs.DROP, "a"),
         (packs.DELIVER, "b"),
     ]
     assert [(r.kind, r.id) for r in packs.unpack(plan.keep)] == [(packs.CANCEL, "a")]
     assert plan.next_fire_ms == 5_000  # wake up to forget the cancel
-    expired = plan_firing(plan.keep, now_ms=5_000, lead_ms=0, cancels_until_ms=5_000)
+    expired = plan_firing(plan.keep, now_ms=5_000, ahead_ms=0, cancels_until_ms=5_000)
     assert (expired.out, expired.keep, expired.next_fire_ms) == (b"", b"", None)
 
 

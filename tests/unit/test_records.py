@@ -74,7 +74,7 @@ def test_a_far_message_starts_in_a_coarse_slot() -> None:
         True,
     )
     # Handed down later, the same message is near: it lands in a fine slot.
-    later_ms = NOW_MS + delay_ms - WHEEL.cascade_lead_ms
+    later_ms = NOW_MS + delay_ms - WHEEL.cascade_ahead_ms
     handed_down = message.to_record() | {b"cascade": b"1"}
     fine_key, _ = record_of(f"{later_ms}-0", handed_down)
     assert timing.split_wheel_key(fine_key)[2] is False

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import multiprocessing
 from pathlib import Path
 
@@ -7,12 +8,13 @@ import pytest
 
 from delayline.errors import ConfigurationError
 from delayline.kafka.target import KafkaDelivery, parse_target, target_url
+from delayline.scheduler.pinning import PINNED_FILE, pin_settings, recorded_settings
 from delayline.scheduler.runtime.java import java_major_version
 from delayline.scheduler.settings import (
     SchedulerSettings,
     data_dir_lock,
     driver_memory_mb,
-    pin_settings,
+    run_options,
 )
 from delayline.validation import Limits
 
@@ -27,7 +29,7 @@ def test_settings_round_trip_through_json() -> None:
     [
         {"tick_ms": 0},
         {"shards": 257},
-        {"fire_lead_ms": -1},
+        {"horizon_ms": -1},
         {"state_partitions": 0},
         {"driver_memory": "256m"},
         {"driver_memory": "1.5g"},
@@ -73,18 +75,54 @@ def test_pinned_settings_cannot_change_under_a_checkpoint(tmp_path: Path) -> Non
 
 
 def test_the_horizon_changes_only_when_no_batch_is_in_flight(tmp_path: Path) -> None:
-    pin_settings(SchedulerSettings(data_dir=tmp_path, fire_lead_ms=2_000))
+    pin_settings(SchedulerSettings(data_dir=tmp_path, horizon_ms=2_000))
     offsets, commits = tmp_path / "checkpoint" / "offsets", tmp_path / "checkpoint" / "commits"
     offsets.mkdir(parents=True)
     commits.mkdir()
     (offsets / "7").write_text("{}")
-    with pytest.raises(ConfigurationError, match=r"fire_lead_ms 2000 -> 60000.*recorded value"):
+    with pytest.raises(ConfigurationError, match=r"horizon_ms 2000 -> 60000.*recorded value"):
         pin_settings(SchedulerSettings(data_dir=tmp_path))  # batch 7 would replay otherwise
     (commits / "7").write_text("{}")
     pin_settings(SchedulerSettings(data_dir=tmp_path))  # all committed: the change is safe
     (offsets / "8").write_text("{}")
-    with pytest.raises(ConfigurationError, match=r"fire_lead_ms 60000 -> 2000"):
-        pin_settings(SchedulerSettings(data_dir=tmp_path, fire_lead_ms=2_000))
+    with pytest.raises(ConfigurationError, match=r"horizon_ms 60000 -> 2000"):
+        pin_settings(SchedulerSettings(data_dir=tmp_path, horizon_ms=2_000))
+
+
+def test_a_record_written_before_the_renames_is_read_under_the_new_names(
+    tmp_path: Path,
+) -> None:
+    old = {"tick_ms": 500, "shards": 4, "state_partitions": 2, "inbound_shards": 1,
+           "coarse_tick_ms": 60_000, "coarse_after_ms": 300_000,
+           "cascade_lead_ms": 3_000, "fire_lead_ms": 2_000}  # fmt: skip
+    (tmp_path / PINNED_FILE).write_text(json.dumps(old))
+    recorded = recorded_settings(tmp_path)
+    assert (recorded["horizon_ms"], recorded["cascade_ahead_ms"]) == (2_000, 3_000)
+    assert "fire_lead_ms" not in recorded
+    # Pinned under its new name: another cascade_ahead_ms is refused...
+    with pytest.raises(ConfigurationError, match=r"cascade_ahead_ms 3000 -> 120000"):
+        pin_settings(SchedulerSettings(data_dir=tmp_path, horizon_ms=2_000))
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text("{}")
+    # ...and so is another horizon while a batch is in flight.
+    with pytest.raises(ConfigurationError, match=r"horizon_ms 2000 -> 60000"):
+        pin_settings(SchedulerSettings(data_dir=tmp_path, cascade_ahead_ms=3_000))
+    # The same values pass, and the record is written again with the new names.
+    pin_settings(SchedulerSettings(data_dir=tmp_path, cascade_ahead_ms=3_000, horizon_ms=2_000))
+    rewritten = json.loads((tmp_path / PINNED_FILE).read_text())
+    assert (rewritten["horizon_ms"], rewritten["cascade_ahead_ms"]) == (2_000, 3_000)
+    assert not {"fire_lead_ms", "cascade_lead_ms"} & set(rewritten)
+
+
+def test_the_horizon_and_the_cascade_keep_their_old_flags_as_aliases() -> None:
+    flags = {option.name: (option.flag, option.aliases) for option in run_options()}
+    assert flags["horizon_ms"] == ("--horizon-ms", ("--lead-ms",))
+    assert flags["cascade_ahead_ms"] == ("--cascade-ahead-ms", ("--cascade-lead-ms",))
+
+
+def test_the_journal_ttl_is_whole_seconds() -> None:
+    assert SchedulerSettings(journal_retention_ms=90_999).journal_ttl_s == 90
 
 
 def _try_lock(data_dir: Path, result: multiprocessing.Queue[str]) -> None:

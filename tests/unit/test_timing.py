@@ -106,4 +106,4 @@ def test_place_puts_far_messages_in_coarse_slots() -> None:
 
 def test_a_wheel_must_hand_down_into_fine_slots() -> None:
     with pytest.raises(ValueError, match="coarse_tick_ms"):
-        timing.Wheel(coarse_tick_ms=60_000, coarse_after_ms=100_000, cascade_lead_ms=50_000)
+        timing.Wheel(coarse_tick_ms=60_000, coarse_after_ms=100_000, cascade_ahead_ms=50_000)

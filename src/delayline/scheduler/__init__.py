@@ -4,8 +4,10 @@ message in a timing wheel, and the process that runs it.
 Map (an arrow is "imports"):
 
 - :mod:`~delayline.scheduler.settings` — ``SchedulerSettings`` (what ``delayline
-  run`` takes as options), the settings a checkpoint pins, and the data
-  directory's lock. Pure: the client CLI imports it for ``delayline run --help``.
+  run`` takes as options) and the data directory's lock. Pure: the client CLI
+  imports it for ``delayline run --help``.
+- :mod:`~delayline.scheduler.pinning` — the settings a checkpoint pins, recorded
+  next to it (and read under their current names after a rename).
 - :mod:`~delayline.scheduler.pipeline` — the streaming query itself, source ->
   processor -> sink, and what runs inside its tasks. Imports neither of the two
   below.

@@ -1,4 +1,7 @@
-"""Scheduler settings, and the ones a checkpoint pins for good."""
+"""Scheduler settings, as ``delayline run`` takes them, and the data directory's lock.
+
+The settings a checkpoint pins are recorded by :mod:`delayline.scheduler.pinning`.
+"""
 
 from __future__ import annotations
 
@@ -28,25 +31,6 @@ from delayline.retention import (
 from delayline.timing import HORIZON_MS, MAX_SHARDS, Wheel
 from delayline.validation import Limits
 
-#: Settings that shape the state keys. Changing them under an existing checkpoint
-#: would misroute cancels, so they are pinned for good.
-PINNED = (
-    "tick_ms",
-    "shards",
-    "state_partitions",
-    "inbound_shards",
-    "coarse_tick_ms",
-    "coarse_after_ms",
-    "cascade_lead_ms",
-)
-#: Settings that shape a batch's output but not the state: a replayed batch must
-#: write the rows its first attempt wrote, so they may change only while no batch
-#: is in flight (every batch in the offset log is committed).
-PINNED_WHILE_IN_FLIGHT = ("fire_lead_ms",)
-
-#: Where the pinned settings are recorded, in the data directory.
-PINNED_FILE = "scheduler.json"
-
 #: Spark refuses a driver heap under 450 MiB; 512m leaves room for the survivor spaces.
 MIN_DRIVER_MEMORY_MB = 512
 _UNIT_MB = {"m": 1, "g": 1024, "t": 1024 * 1024}
@@ -60,10 +44,11 @@ def driver_memory_mb(size: str) -> int:
     return int(match.group(1)) * _UNIT_MB[match.group(2)]
 
 
-def option(default: Any, help: str, flag: str | None = None) -> Any:
+def option(default: Any, help: str, flag: str | None = None, aliases: tuple[str, ...] = ()) -> Any:
     """A field that ``delayline run`` takes as an option: ``--<name>`` (or ``flag``),
-    with ``help`` (what it does, in its unit) and the field's default."""
-    return field(default=default, metadata={"help": help, "flag": flag})
+    with ``help`` (what it does, in its unit) and the field's default; each of
+    ``aliases`` is a deprecated flag that still sets it."""
+    return field(default=default, metadata={"help": help, "flag": flag, "aliases": aliases})
 
 
 @dataclass(frozen=True)
@@ -75,6 +60,8 @@ class RunOption:
     type: type
     default: Any
     help: str
+    #: Deprecated flags that still set it (``delayline run`` warns when one is used).
+    aliases: tuple[str, ...] = ()
 
 
 def run_options() -> list[RunOption]:
@@ -85,7 +72,11 @@ def run_options() -> list[RunOption]:
             continue
         flag = spec.metadata["flag"] or "--" + spec.name.replace("_", "-")
         kind = int if isinstance(spec.default, int) else str
-        found.append(RunOption(spec.name, flag, kind, spec.default, spec.metadata["help"]))
+        found.append(
+            RunOption(
+                spec.name, flag, kind, spec.default, spec.metadata["help"], spec.metadata["aliases"]
+            )
+        )
     return found
 
 
@@ -95,11 +86,13 @@ class SchedulerSettings:
 
     ``tick_ms`` is the width of a wheel slot; ``shards`` splits each slot over
     that many state keys; ``state_partitions`` is Spark's shuffle partition
-    count; ``trigger_ms`` the micro-batch interval; ``fire_lead_ms`` how early a
-    slot's timer fires: the horizon, which producers also use to send near
-    messages straight to the outbox (the pump still holds each one until it is
-    due). With no input and no timer due, no batch runs for up to
-    ``idle_batch_ms``.
+    count; ``trigger_ms`` the micro-batch interval; ``horizon_ms`` the horizon:
+    how early a slot's timer fires, and how soon a message must be due for
+    producers and the source to send it straight to the outbox (near or far is
+    :func:`delayline.timing.is_near`; the pump still holds each one until it is
+    due). ``cascade_ahead_ms`` is not the horizon: it is how early a coarse slot
+    hands its messages down to fine slots. With no input and no timer due, no
+    batch runs for up to ``idle_batch_ms``.
     """
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -122,19 +115,21 @@ class SchedulerSettings:
     coarse_after_ms: int = option(
         300_000, "Messages due further ahead than this wait in coarse slots, ms. Pinned."
     )
-    cascade_lead_ms: int = option(
-        120_000, "Coarse slots hand their messages down this early, ms. Pinned."
+    cascade_ahead_ms: int = option(
+        120_000,
+        "Coarse slots hand their messages down to fine slots this early, ms. Pinned.",
+        aliases=("--cascade-lead-ms",),
     )
     shards: int = option(
         4, "State keys per slot, so that a burst due at one instant spreads out. Pinned."
     )
     state_partitions: int = option(2, "State partitions. Pinned.", flag="--partitions")
     trigger_ms: int = option(500, "Micro-batch interval, ms.")
-    fire_lead_ms: int = option(
+    horizon_ms: int = option(
         HORIZON_MS,
         "The horizon, ms: fire slots this early, and send what is due within it straight "
         "to the outbox, which holds it until due. Changes only with no batch in flight.",
-        flag="--lead-ms",
+        aliases=("--lead-ms",),
     )
     # A safety net should a wakeup be lost; at most the horizon, so that a lost
     # wakeup still fires its slot before its messages are due.
@@ -201,7 +196,7 @@ class SchedulerSettings:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("fire_lead_ms", "cancel_retention_ms", "journal_retention_ms"):
+        for name in ("horizon_ms", "cancel_retention_ms", "journal_retention_ms"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative, got {getattr(self, name)}")
         self.delivery_to_kafka  # noqa: B018 (refuses an unknown mode now)
@@ -221,7 +216,13 @@ class SchedulerSettings:
     @property
     def wheel(self) -> Wheel:
         """The two-level wheel these settings describe."""
-        return Wheel(self.tick_ms, self.coarse_tick_ms, self.coarse_after_ms, self.cascade_lead_ms)
+        return Wheel(self.tick_ms, self.coarse_tick_ms, self.coarse_after_ms, self.cascade_ahead_ms)
+
+    @property
+    def journal_ttl_s(self) -> int:
+        """``journal_retention_ms`` in whole seconds, as the delivery scripts take it
+        (the source's hand-off, the sink and the pumps)."""
+        return self.journal_retention_ms // 1000
 
     @property
     def retention_policy(self) -> RetentionPolicy:
@@ -309,92 +310,3 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
     finally:
         os.umask(umask)
         os.close(descriptor)
-
-
-def pin_settings(settings: SchedulerSettings) -> None:
-    """Record the pinned settings next to the checkpoint, or check them against the record.
-
-    A setting of PINNED_WHILE_IN_FLIGHT may change when the checkpoint has no
-    batch in flight; the record then takes the new value. Raises
-    ConfigurationError naming each setting that differs from the recorded one
-    and may not change now.
-    """
-    path = settings.data_dir / PINNED_FILE
-    names = (*PINNED, *PINNED_WHILE_IN_FLIGHT)
-    current = {name: getattr(settings, name) for name in names}
-    recorded = recorded_settings(settings.data_dir)
-    differs = [name for name in names if name in recorded and recorded[name] != current[name]]
-    refused = [
-        name
-        for name in differs
-        if name in PINNED or not checkpoint_settled(settings.checkpoint_location)
-    ]
-    if refused:
-        changed = ", ".join(f"{name} {recorded[name]} -> {current[name]}" for name in refused)
-        raise ConfigurationError(
-            f"the checkpoint in {settings.data_dir} was created with other settings "
-            f"({changed}); use the recorded values, or hand the pending messages to a "
-            "new checkpoint: stop, run delayline drain, then start with the new values"
-            + (
-                ""
-                if all(name in PINNED for name in refused)
-                else "; fire_lead_ms can change once the last batch is committed: "
-                "start once with the recorded value and stop with Ctrl-C"
-            )
-        )
-    if differs or not path.exists() or set(recorded) != set(names):
-        settings.data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        # Written aside and renamed over: a crash leaves the old record or the new one.
-        written = path.with_name(f".{PINNED_FILE}.tmp")
-        descriptor = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(json.dumps(current, indent=2) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(written, path)
-
-
-def recorded_settings(data_dir: Path) -> dict[str, Any]:
-    """The pinned settings recorded in ``data_dir`` (PINNED_FILE), or {} if none are.
-
-    Raises ConfigurationError if the record cannot be read as JSON settings.
-    """
-    path = data_dir / PINNED_FILE
-    if not path.exists():
-        return {}
-    try:
-        recorded = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problem = str(exc)
-    else:
-        if isinstance(recorded, dict):
-            return recorded
-        problem = "not a JSON object"
-    raise ConfigurationError(
-        f"{path} is not a record of settings ({problem}). It holds the settings the "
-        "checkpoint was created with: restore it, or delete it and start with those "
-        "settings, and it is written again"
-    )
-
-
-def checkpoint_settled(location: str) -> bool:
-    """True if every batch in the checkpoint's offset log is committed (or there is none).
-
-    Only a local checkpoint can be read here; any other counts as unsettled.
-    """
-    root = local_path(location)
-    if root is None:
-        return False
-
-    def last_batch(log: str) -> int:
-        numbered = [int(p.name) for p in (root / log).glob("*") if p.name.isdigit()]
-        return max(numbered, default=-1)
-
-    return last_batch("offsets") <= last_batch("commits")
-
-
-def local_path(location: str) -> Path | None:
-    """The directory of a checkpoint on the local file system, or None for any other."""
-    if "://" in location and not location.startswith("file:"):
-        return None
-    return Path(location.removeprefix("file://").removeprefix("file:"))

@@ -52,17 +52,13 @@ from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.jobs.checkpoint_files import NO_BATCH_YET, CheckpointFiles
+from delayline.scheduler.pinning import PINNED_FILE, local_path, recorded_settings
 from delayline.scheduler.pipeline import packs, schemas
 from delayline.scheduler.pipeline.clients import inbound_for
 from delayline.scheduler.pipeline.feeds import offset_fields
 from delayline.scheduler.pipeline.records import CASCADE_FIELD
 from delayline.scheduler.runtime.pump import Pump
-from delayline.scheduler.settings import (
-    PINNED_FILE,
-    SchedulerSettings,
-    local_path,
-    recorded_settings,
-)
+from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers
 
@@ -194,8 +190,8 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
     files.mark_draining(json.dumps({"query_id": query_id, "started_at_ms": now_ms()}) + "\n")
     recorded = recorded_settings(settings.data_dir)
     # The pumps place a reschedule's new message by the horizon the scheduler had.
-    ran_with = settings.with_overrides(fire_lead_ms=recorded.get("fire_lead_ms"))
-    deadline = time.monotonic() + 2 * ran_with.fire_lead_ms / 1000
+    ran_with = settings.with_overrides(horizon_ms=recorded.get("horizon_ms"))
+    deadline = time.monotonic() + 2 * ran_with.horizon_ms / 1000
     inbound = InboundStream.from_url(settings.redis_url)
     try:
         with outboxes_pumped(ran_with) as wait_until_empty:

@@ -78,7 +78,7 @@ def sort_inbound(
             if fields.get(CASCADE_FIELD) != b"1":
                 counted = (deliver_at_ms - deliver_at_ms % 1000, fields[b"topic"].decode())
                 accepted[counted] = accepted.get(counted, 0) + 1
-            if timing.is_near(deliver_at_ms, entry_time_ms(entry_id), settings.fire_lead_ms):
+            if timing.is_near(deliver_at_ms, entry_time_ms(entry_id), settings.horizon_ms):
                 near.append(packs.as_deliver(next(packs.unpack(data))))
                 continue
         for key, record in placed:
@@ -108,8 +108,8 @@ def hand_off(batch: SortedInbound, settings: SchedulerSettings, task: BatchTask)
         task,
         "handoff",
         batch.near,
-        journal_ttl_s=settings.journal_retention_ms // 1000,
-        horizon_ms=settings.fire_lead_ms,
+        journal_ttl_s=settings.journal_ttl_s,
+        horizon_ms=settings.horizon_ms,
         shards=settings.inbound_shards,
     )
     # The counts may go to any shard: readers add them up. The partition picks one.

@@ -3,13 +3,13 @@
 Each state key is one (slot, shard) of the wheel. Its messages and cancels sit
 in one RocksDB list state, a pack per batch that touched the key (see
 :mod:`delayline.scheduler.pipeline.packs`), so every state call costs per key, not per
-message. A processing-time timer fires the slot ``fire_lead_ms`` before it
-starts. Each firing emits the messages due within the lead (the sink holds
+message. A processing-time timer fires the slot ``horizon_ms`` before it
+starts. Each firing emits the messages due within the horizon (the sink holds
 each one until its exact time), puts the rest back, and arms the timer for the
 next one: a two-level wheel, with coarse slots in RocksDB and the fine timing in
 the sink.
 
-A coarse key (see :class:`delayline.timing.Wheel`) fires ``cascade_lead_ms``
+A coarse key (see :class:`delayline.timing.Wheel`) fires ``cascade_ahead_ms``
 before its slot and emits all its messages as cascades: the sink appends them
 to the inbound stream again, and they come back to fine keys.
 
@@ -46,13 +46,13 @@ class WheelProcessor(StatefulProcessor):
 
     def __init__(
         self,
-        fire_lead_ms: int,
+        horizon_ms: int,
         cancel_retention_ms: int,
         wheel: timing.Wheel,
         record_wakeups: Callable[[Iterable[int]], None],
     ) -> None:
         """``record_wakeups`` is given the timers set by a partition of a batch (epoch ms)."""
-        self._fire_lead_ms = fire_lead_ms
+        self._horizon_ms = horizon_ms
         self._cancel_retention_ms = cancel_retention_ms
         self._wheel = wheel
         self._record_wakeups = record_wakeups
@@ -77,7 +77,7 @@ class WheelProcessor(StatefulProcessor):
             yield Row(pack=incoming)
             return
         now_ms = timerValues.getCurrentProcessingTimeInMs()
-        fire_at_ms = slot_ms - (self._wheel.cascade_lead_ms if coarse else self._fire_lead_ms)
+        fire_at_ms = slot_ms - (self._wheel.cascade_ahead_ms if coarse else self._horizon_ms)
         if fire_at_ms > now_ms:
             self._arm(fire_at_ms)  # idempotent
             # The source puts a withdrawal first in its pack: one byte tells.
@@ -110,10 +110,10 @@ class WheelProcessor(StatefulProcessor):
         plan = plan_firing(
             stored + incoming,
             now_ms=now_ms,
-            # A coarse slot hands down everything it holds (all due within lead + tick).
-            lead_ms=self._wheel.cascade_lead_ms + self._wheel.coarse_tick_ms
+            # A coarse slot hands down everything it holds (all due within ahead + tick).
+            ahead_ms=self._wheel.cascade_ahead_ms + self._wheel.coarse_tick_ms
             if coarse
-            else self._fire_lead_ms,
+            else self._horizon_ms,
             cancels_until_ms=slot_ms + self._cancel_retention_ms,
             emit_as=packs.CASCADE if coarse else packs.DELIVER,
         )
@@ -146,11 +146,11 @@ def plan_firing(
     data: bytes,
     *,
     now_ms: int,
-    lead_ms: int,
+    ahead_ms: int,
     cancels_until_ms: int,
     emit_as: int = packs.DELIVER,
 ) -> Firing:
-    """Split a key's records: emit what is due by ``now_ms + lead_ms``, keep the rest.
+    """Split a key's records: emit what is due by ``now_ms + ahead_ms``, keep the rest.
 
     Emitted sends become ``emit_as`` (deliver, or cascade from a coarse slot),
     or ``drop`` if any cancel names them.
@@ -160,7 +160,7 @@ def plan_firing(
     """
     records = list(packs.scan(data))
     cancelled = {record.id for record in records if record.kind in packs.CANCELS}
-    horizon_ms = now_ms + lead_ms
+    due_by_ms = now_ms + ahead_ms
     out: list[bytes] = []
     keep: list[bytes] = []
     next_due_ms: int | None = None
@@ -168,14 +168,14 @@ def plan_firing(
         if record.kind in packs.CANCELS:
             if now_ms < cancels_until_ms:
                 keep.append(record.raw)
-        elif record.deliver_at_ms <= horizon_ms:
+        elif record.deliver_at_ms <= due_by_ms:
             out.append(record.relabelled(packs.DROP if record.id in cancelled else emit_as))
         else:
             keep.append(record.raw)
             if next_due_ms is None or record.deliver_at_ms < next_due_ms:
                 next_due_ms = record.deliver_at_ms
     if next_due_ms is not None:
-        next_fire_ms: int | None = next_due_ms - lead_ms
+        next_fire_ms: int | None = next_due_ms - ahead_ms
     else:
         next_fire_ms = cancels_until_ms if keep else None
     return Firing(b"".join(out), b"".join(keep), next_fire_ms)

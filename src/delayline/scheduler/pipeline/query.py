@@ -7,12 +7,13 @@ import functools
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from delayline.scheduler.pinning import pin_settings
 from delayline.scheduler.pipeline import schemas
 from delayline.scheduler.pipeline.clients import record_wakeups
 from delayline.scheduler.pipeline.processor import WheelProcessor
 from delayline.scheduler.pipeline.sink import DeliverySink
 from delayline.scheduler.pipeline.source import InboundSource
-from delayline.scheduler.settings import SchedulerSettings, pin_settings
+from delayline.scheduler.settings import SchedulerSettings
 
 QUERY_NAME = "delayline"
 
@@ -36,7 +37,7 @@ def start_query(spark: SparkSession, settings: SchedulerSettings, run_token: str
     )
     due = inbound.groupBy("wheel_key").transformWithState(
         statefulProcessor=WheelProcessor(
-            settings.fire_lead_ms,
+            settings.horizon_ms,
             settings.cancel_retention_ms,
             settings.wheel,
             functools.partial(record_wakeups, settings.redis_url),

@@ -9,7 +9,7 @@ a replay resumes exactly after the last chunk that landed. See docs/design.md.
 
 Never early: a message goes to its topic only once Redis's clock has reached
 its ``deliver_at_ms``. One emitted ahead of its time (slots fire
-``fire_lead_ms`` early) waits in the outbox, and the pump
+``horizon_ms`` early) waits in the outbox, and the pump
 (:mod:`delayline.scheduler.runtime.pump`) delivers it on time. The sink itself never
 waits, so a batch is never longer than its work.
 """
@@ -109,8 +109,8 @@ class DeliveryWriter(DataSourceStreamArrowWriter):
             current_batch_task(),
             "sink",
             rows,
-            journal_ttl_s=self._settings.journal_retention_ms // 1000,
-            horizon_ms=self._settings.fire_lead_ms,
+            journal_ttl_s=self._settings.journal_ttl_s,
+            horizon_ms=self._settings.horizon_ms,
             shards=self._settings.inbound_shards,
         )
         return DeliveryCommit(

@@ -1,7 +1,7 @@
 """The fine wheel: delivers outbox messages at their due time, by Redis's clock.
 
 Spark's wheel is coarse (a batch every few hundred ms); it emits each message
-``fire_lead_ms`` early into the outbox, a Redis sorted set by due time. This
+``horizon_ms`` early into the outbox, a Redis sorted set by due time. This
 thread moves each one to its topic when Redis's clock reaches it, with one Lua
 script call at a time (atomic: a message is delivered once, even with several
 pumps). The outbox holds about rate times the horizon messages.
@@ -74,10 +74,10 @@ class Pump(Background):
         """The pump of ``shard``'s outbox for a scheduler with ``settings``."""
         return cls(
             settings.redis_url,
-            settings.journal_retention_ms // 1000,
+            settings.journal_ttl_s,
             prepare,
             shard=shard,
-            horizon_ms=settings.fire_lead_ms,
+            horizon_ms=settings.horizon_ms,
         )
 
     def _run(self) -> None:

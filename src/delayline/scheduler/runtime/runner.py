@@ -94,7 +94,7 @@ class Scheduler:
                 keys.read_layout(max(history)),
                 None if kafka is None else target_url(kafka, self.settings.delivery_to_kafka),
             )
-            self._store.publish_config(self.settings.fire_lead_ms, self.settings.inbound_shards)
+            self._store.publish_config(self.settings.horizon_ms, self.settings.inbound_shards)
             record_waiting_cancels(self._inbound, self.settings)
             for shard in keys.read_layout(max(history)):
                 if shard not in keys.layout(self.settings.inbound_shards):
@@ -107,7 +107,7 @@ class Scheduler:
         """Start the outbox pump, then Spark and the query.
 
         The pump goes first: after a crash, what waits in the outbox is due
-        within the lead and needs no Spark, so it is delivered while the JVM
+        within the horizon and needs no Spark, so it is delivered while the JVM
         starts (tens of seconds) rather than after. With ``--kafka``, the inbound
         topic is created first if missing. Raises JavaNotFoundError,
         ConfigurationError, TransportError (Kafka) or SchedulerError.
