@@ -268,18 +268,18 @@ def test_api_command_serves_until_sigterm(redis_url: str) -> None:
             process.stdout.close()
 
 
-def test_run_takes_every_scheduler_setting_and_the_readme_lists_it() -> None:
+def test_run_takes_every_scheduler_setting_and_the_docs_list_it() -> None:
     shown = CliRunner().invoke(main, ["run", "--help"], terminal_width=200).output
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     rows = {
         line.split("`")[1]: line.split("|")[2].strip().strip("`").replace(",", "")
-        for line in readme.splitlines()
+        for line in page.splitlines()
         if line.startswith("| `--")
     }
     for setting in run_options():
         assert setting.flag in shown
         assert setting.flag in rows, (
-            f"README's table of `delayline run` options lacks {setting.flag}"
+            f"docs/cli.md's table of `delayline run` options lacks {setting.flag}"
         )
         if setting.default is not None:
             assert f"[default: {setting.default}]" in shown

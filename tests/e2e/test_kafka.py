@@ -165,7 +165,7 @@ def test_the_readme_quickstart_console_producer_in_console_consumer_out(
     own_redis: EmbeddedRedis, data_dir: Path, brokers: str
 ) -> None:
     """A send record written by kafka-console-producer, and one sent with
-    ``delayline send --kafka``, as the README shows, reach kafka-console-consumer on
+    ``delayline send --kafka``, as docs/kafka.md shows, reach kafka-console-consumer on
     time, each with its id in a header."""
     args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir), *SMALL_WHEEL]
     cli = [sys.executable, "-m", "delayline"]

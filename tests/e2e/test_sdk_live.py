@@ -322,22 +322,28 @@ def test_async_round_trip(live: Live) -> None:
     asyncio.run(scenario())
 
 
-def test_the_readme_sdk_example_runs(live: Live) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    run_readme_examples(readme, live.url)
+#: The pages whose interactive sessions (```python blocks that start with >>>) a test runs.
+DOCUMENTED_SESSIONS = ("README.md", "docs/quickstart.md", "docs/sdk.md")
 
 
-def run_readme_examples(readme: str, url: str) -> None:
-    """Run every ```python block of the README that is an interactive session."""
+@pytest.mark.parametrize("page", DOCUMENTED_SESSIONS)
+def test_the_documented_sessions_run(default_service: Service, page: str) -> None:
+    text = (Path(__file__).parents[2] / page).read_text()
+    run_sessions(text, default_service.url, page)
+
+
+def run_sessions(text: str, url: str, page: str) -> None:
+    """Run every ```python block of ``page`` that is an interactive session, in order,
+    against ``url`` (the default Redis URL and ``Client()`` are pointed at it)."""
     import doctest
 
-    blocks = [block.split("```", 1)[0] for block in readme.split("```python\n")[1:]]
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
     sessions = [block for block in blocks if block.lstrip().startswith(">>>")]
-    assert sessions, "the README has no runnable example"
+    assert sessions, f"{page} has no runnable example"
     text = "\n".join(sessions).replace("redis://127.0.0.1:6390/0", url)
     text = text.replace("Client()", f"Client({url!r})")
     parser = doctest.DocTestParser()
-    test = parser.get_doctest(text, {}, "README.md", "README.md", 0)
+    test = parser.get_doctest(text, {}, page, page, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     runner.run(test)
-    assert runner.failures == 0, f"{runner.failures} README example(s) failed"
+    assert runner.failures == 0, f"{runner.failures} example(s) of {page} failed"
