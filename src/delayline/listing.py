@@ -2,7 +2,7 @@
 
 A listing is an operator's tool. The messages in the scheduler's state are
 read by a batch query over its checkpoint (Spark's state data source), which
-the running scheduler runs when asked (see ``scheduler/listing.py``); those in
+the running scheduler runs when asked (see ``scheduler/jobs/state_scan.py``); those in
 the outbox are read from Redis. The cost is a scan of the whole state, in
 Spark, next to the streaming query: seconds at 1M pending, on the same cores.
 """

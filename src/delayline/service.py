@@ -124,7 +124,7 @@ def drain_data_dir(
     settings: SchedulerSettings, *, embedded_port: int | None, echo: Callable[[str], None]
 ) -> DrainReport:
     """``delayline drain``: hand the pending messages of the data directory's checkpoint to
-    the next one (scheduler/drain.py), with the embedded Redis of ``<data_dir>/redis`` on
+    the next one (scheduler/jobs/drain.py), with the embedded Redis of ``<data_dir>/redis`` on
     ``embedded_port`` unless None. Spark's output goes to ``<data_dir>/spark.log``.
 
     Raises ConfigurationError if a scheduler runs on the data directory, or as

@@ -1,7 +1,7 @@
 """The scheduler source's side of Kafka: the inbound topic producers write to.
 
 Each partition of the topic is one feed of the scheduler's source
-(scheduler/source.py), read by offset ranges ``[start, end)``: the offsets
+(scheduler/pipeline/source.py), read by offset ranges ``[start, end)``: the offsets
 live in Spark's checkpoint, so a batch replays exactly. Reads are
 ``read_committed``, so an aborted transaction's records never enter. Once
 Spark commits a batch, its offsets are committed to the consumer group
