@@ -21,12 +21,12 @@ from typing import Any
 
 import psutil
 import redis
-from tests.support import free_port
 
 from delayline import Client
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.testing import free_port
 
 TOPIC = "profile.jobs"
 

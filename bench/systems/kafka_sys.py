@@ -21,7 +21,7 @@ and the Kafka-native alternative a user could build instead.
   in memory until due. A partition is in send order, not due order: a job
   waits for every job sent before it in its partition.
 
-Each system starts its own single-node broker (tests/kafka/broker.py, from the
+Each system starts its own single-node broker (delayline.testing.kafka, from the
 jars of ``make kafka-jars``); a plain Kafka consumer of the target topic
 records the receipts (``python -m bench.systems.kafka_sys receive <brokers>``).
 """
@@ -36,13 +36,13 @@ from contextlib import ExitStack
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.kafka.broker import KafkaBroker, kafka_broker
 
 from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.delayline_sys import TOPIC, DelaylineSystem
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 from delayline import Client
 from delayline.kafka.records import INBOUND_TOPIC
+from delayline.testing.kafka import KafkaBroker, kafka_broker
 
 #: The pause design's input topic.
 DELAY_TOPIC = "bench.delay"

@@ -7,9 +7,9 @@ import uuid
 from collections.abc import Sequence
 
 import redis
-from tests.support import wait_for
 
 from bench.systems.base import RECEIPTS_KEY, Job, System, now_ms
+from delayline.testing import wait_for
 
 #: The line the peer workers log at WARNING from their framework's "ready" hook.
 READY_LINE = "bench worker ready"

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support import wait_for
+from delayline.testing import wait_for
 
 
 def spawn(args: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

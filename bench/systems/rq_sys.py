@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 
 import redis
 from rq import Queue, Worker
-from tests.support import wait_for
 
 from bench.systems.base import Job, System, record_receipt
 from bench.systems.probe import START_TIMEOUT_S, wait_consuming
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate
+from delayline.testing import wait_for
 
 WORKERS = 2
 BATCH = 1_000

@@ -18,6 +18,7 @@ import redis
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler import standalone
 from delayline.scheduler.priority import SPARK_NICENESS
+from delayline.testing import free_port
 from tests.e2e.harness import (
     SchedulerProcess,
     check_exactly_once,
@@ -26,7 +27,6 @@ from tests.e2e.harness import (
     stats_of,
     wait_for,
 )
-from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 

@@ -12,8 +12,8 @@ from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.scheduler.source import START_ID, InboundRange, InboundReader
+from delayline.testing import wait_for
 from delayline.timing import now_ms
-from tests.support import wait_for
 
 
 def test_each_shard_is_a_partition_with_its_own_offset(

@@ -32,10 +32,10 @@ from delayline.scheduler.source import (
     kafka_prefix,
     record_waiting_cancels,
 )
+from delayline.testing import free_port, wait_for
+from delayline.testing.kafka import kafka_broker
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.kafka.broker import kafka_broker
-from tests.support import free_port, wait_for
 
 
 @pytest.fixture(scope="module")
