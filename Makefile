@@ -30,6 +30,7 @@ build/kafka-jars/.fetched: $(KAFKA_POM)
 		-DoutputDirectory=$(CURDIR)/build/kafka-jars -DincludeScope=runtime
 	touch $@
 
+## lint: ruff over src, tests and bench; mypy (strict) over delayline and bench (pyproject.toml)
 lint: $(VENV)/.installed
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench

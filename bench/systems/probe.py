@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Sequence
+from typing import cast
 
 import redis
 
@@ -29,13 +30,12 @@ def wait_consuming(
         system.schedule([Job(key, now_ms())])
 
         def received() -> bool:
-            if any(
-                raw.decode().split(" ")[0] == key for raw in receipts.lrange(RECEIPTS_KEY, 0, -1)
-            ):
+            found = cast(list[bytes], receipts.lrange(RECEIPTS_KEY, 0, -1))
+            if any(raw.decode().split(" ")[0] == key for raw in found):
                 return True
             for process in processes:
                 if process.poll() is not None:
-                    raise RuntimeError(f"{process.args} exited; see {system.workdir}")
+                    raise RuntimeError(f"{process.args!r} exited; see {system.workdir}")
             return False
 
         wait_for(received, timeout_s, f"{system.name} to receive the probe", interval_s=0.1)

@@ -92,7 +92,7 @@ class RqSystem(System):
                 return True
             for worker in self._workers:
                 if worker.poll() is not None:
-                    raise RuntimeError(f"{worker.args} exited; see {self.workdir}")
+                    raise RuntimeError(f"{worker.args!r} exited; see {self.workdir}")
             return False
 
         wait_for(registered, START_TIMEOUT_S, "the rq workers to register", interval_s=0.2)
