@@ -20,14 +20,17 @@ run: $(VENV)/.installed
 test: lint kafka-jars
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-## kafka-jars: the Kafka broker the tests start, from Maven Central (tests/kafka/pom.xml)
+## kafka-jars: the Kafka broker the tests and the benchmarks start (delayline.testing.kafka),
+## from Maven Central
+KAFKA_POM := src/delayline/testing/kafka-pom.xml
 kafka-jars: build/kafka-jars/.fetched
 
-build/kafka-jars/.fetched: tests/kafka/pom.xml
-	mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies \
+build/kafka-jars/.fetched: $(KAFKA_POM)
+	mvn -q -B -f $(KAFKA_POM) dependency:copy-dependencies \
 		-DoutputDirectory=$(CURDIR)/build/kafka-jars -DincludeScope=runtime
 	touch $@
 
+## lint: ruff over src, tests and bench; mypy (strict) over delayline and bench (pyproject.toml)
 lint: $(VENV)/.installed
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench

@@ -312,14 +312,14 @@ def main(argv: list[str] | None = None) -> int:
 
         return _report(args.out, pump_run.main(args.messages, args.port))
     if args.command == "floor":
-        from bench import floor  # starts Spark
+        from bench import floor as floor_run  # starts Spark
 
-        return _report(args.out, floor.main(args.duration))
+        return _report(args.out, floor_run.main(args.duration))
     if args.command == "forecast":
         from bench import forecast as forecast_run
 
-        sizes = [int(size) for size in args.pending.split(",")]
-        return _report(args.out, forecast_run.main(sizes, args.days, args.port))
+        forecast_sizes = [int(size) for size in args.pending.split(",")]
+        return _report(args.out, forecast_run.main(forecast_sizes, args.days, args.port))
     if args.command == "listing":
         from bench import listing as listing_run  # starts delayline run
 

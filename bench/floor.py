@@ -72,7 +72,7 @@ class TickReader(DataSourceStreamReader):
         return [InputPartition(end["tick"])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        tick = partition.value  # type: ignore[attr-defined]
+        tick = partition.value
         yield pa.RecordBatch.from_pydict(
             {"wheel_key": [tick % 2], "pack": [b"x" * 64]},
             schema=pa.schema([("wheel_key", pa.int64()), ("pack", pa.binary())]),
@@ -105,7 +105,7 @@ class HoldProcessor(StatefulProcessor):
         self._last = handle.getValueState("last", StructType([StructField("pack", BinaryType())]))
 
     def handleInputRows(
-        self, key: tuple[Any, ...], rows: Iterator[Row], timerValues: TimerValues
+        self, key: tuple[Any, ...], rows: Iterator[Any], timerValues: TimerValues
     ) -> Iterator[Row]:
         for row in rows:
             self._last.update((row.pack,))

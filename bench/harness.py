@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
-from tests.support import free_port
 
 from bench import redis_load
 from bench.measure import Receipts
 from bench.systems.base import SystemFactory
 from bench.workloads import Bench
 from delayline.redis.embedded import EmbeddedRedis, server_executable, server_version
+from delayline.testing import free_port
 
 REDIS_DESCRIPTION = (
     f"{server_version(server_executable())} (embedded, with a password), loopback, AOF everysec"

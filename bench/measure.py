@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import redis
@@ -154,7 +154,10 @@ class Receipts:
         """Read what arrived since the last call; returns the keys received for the first time."""
         fresh: list[str] = []
         while True:
-            page = self.client.lrange(RECEIPTS_KEY, self.offset, self.offset + self.PAGE - 1)
+            page = cast(
+                list[bytes],
+                self.client.lrange(RECEIPTS_KEY, self.offset, self.offset + self.PAGE - 1),
+            )
             if not page:
                 return fresh
             self.offset += len(page)

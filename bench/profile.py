@@ -17,16 +17,17 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import redis
-from tests.support import free_port
 
 from delayline import Client
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.inbound import StreamEntry
 from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.testing import free_port
 
 TOPIC = "profile.jobs"
 
@@ -94,9 +95,12 @@ def _produce(url: str, rate: float, duration_s: float) -> int:
 
 def _consume(url: str, lateness: list[int], stop: threading.Event) -> None:
     client = redis.Redis.from_url(url)
-    last = "$"
+    last: bytes | str = "$"  # the first read takes what comes after now
     while not stop.is_set():
-        found = client.xread({TOPIC: last}, count=5_000, block=200)
+        found = cast(
+            list[tuple[bytes, list[StreamEntry]]],
+            client.xread({TOPIC: last}, count=5_000, block=200),
+        )
         received_ms = time.time_ns() // 1_000_000
         for entry_id, fields in found[0][1] if found else []:
             lateness.append(received_ms - int(fields[b"deliver_at_ms"]))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -34,6 +34,7 @@ from bench.systems.zset import MOVE_DUE
 from delayline import Client
 from delayline.redis import keys, scripts
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.inbound import StreamEntry
 from delayline.redis.store import DeliveryStore, pump_keys
 from delayline.scheduler.runtime.pump import PUMP_BATCH
 from delayline.timing import HORIZON_MS, now_ms
@@ -154,7 +155,10 @@ def _consume(url: str, messages: int) -> float:
     cpu_s = redis_cpu_s(raw)
     read = 0
     while read < messages:
-        [(_, entries)] = raw.xreadgroup("bench", "c1", {TOPIC: ">"}, count=PUMP_BATCH)
+        [(_, entries)] = cast(
+            list[tuple[bytes, list[StreamEntry]]],
+            raw.xreadgroup("bench", "c1", {TOPIC: ">"}, count=PUMP_BATCH),
+        )
         raw.xack(TOPIC, "bench", *(entry_id for entry_id, _ in entries))
         read += len(entries)
     return _us_per_message(raw, cpu_s, messages)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -97,7 +97,7 @@ def lateness_counts(client: redis.Redis) -> dict[str, int]:
     shards = int(client.hget(keys.CONFIG, "inbound_shards") or 1)
     counts: dict[str, int] = {}
     for shard in keys.read_layout(shards):
-        for label, count in client.hgetall(shard.lateness).items():
+        for label, count in cast(dict[bytes, bytes], client.hgetall(shard.lateness)).items():
             counts[label.decode()] = counts.get(label.decode(), 0) + int(count)
     return counts
 

@@ -33,13 +33,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.support import free_port
-
 from bench.harness import run_system
 from bench.plans import STEADY_DELAY_S, Step, _capacity
 from bench.systems.delayline_sys import DelaylineSystem
 from bench.workloads import Bench
 from delayline.scheduler.runtime import standalone
+from delayline.testing import free_port
 
 #: Each deployment's master; None: the standalone cluster started for the run.
 DEPLOYMENTS: dict[str, str | None] = {

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from tests.support import free_port
 
 from bench.harness import REDIS_DESCRIPTION
 from bench.redis_load import redis_cpu_s
 from delayline import Client
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.testing import free_port
 from delayline.timing import HORIZON_MS
 
 

@@ -60,11 +60,11 @@ import numpy as np
 import numpy.typing as npt
 import psutil  # type: ignore[import-untyped,unused-ignore]
 import redis
-from tests.support import free_port
 
 from bench.measure import Sampler
 from bench.systems.processes import fresh_log, spawn, terminate, wait_for_log
 from delayline import Client, local
+from delayline.testing import free_port
 
 #: Topic ``n`` of the run is ``soak.<n>``; every topic has a consumer group GROUP.
 TOPIC_PREFIX = "soak."

@@ -26,7 +26,7 @@ import redis
 
 from delayline.defaults import DEFAULT_API_PORT, DEFAULT_REDIS_PORT
 from delayline.redis.embedded import EmbeddedRedis
-from tests.support import free_port, wait_for
+from delayline.testing import free_port, wait_for
 
 #: Set (to a fresh token) in this pytest process; every process the tests start inherits it.
 SESSION_VARIABLE = "DELAYLINE_TEST_SESSION"

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import cast
 
 import redis
 
@@ -20,6 +21,7 @@ from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 from delayline import Client, ids
 from delayline.model import Message
+from delayline.redis.inbound import StreamEntry
 from delayline.redis.keys import CONFIG, INBOUND, OUTBOX, STATS, inbound_streams
 
 TOPIC = "bench.jobs"
@@ -164,7 +166,10 @@ def consume(url: str) -> None:
     with contextlib.suppress(redis.ResponseError):  # the group exists
         client.xgroup_create(TOPIC, GROUP, id="0", mkstream=True)
     while True:
-        found = client.xreadgroup(GROUP, "c1", {TOPIC: ">"}, count=BATCH, block=1_000)
+        found = cast(
+            list[tuple[bytes, list[StreamEntry]]],
+            client.xreadgroup(GROUP, "c1", {TOPIC: ">"}, count=BATCH, block=1_000),
+        )
         if not found:
             continue
         received_ms = now_ms()

@@ -21,7 +21,7 @@ and the Kafka-native alternative a user could build instead.
   in memory until due. A partition is in send order, not due order: a job
   waits for every job sent before it in its partition.
 
-Each system starts its own single-node broker (tests/kafka/broker.py, from the
+Each system starts its own single-node broker (delayline.testing.kafka, from the
 jars of ``make kafka-jars``); a plain Kafka consumer of the target topic
 records the receipts (``python -m bench.systems.kafka_sys receive <brokers>``).
 """
@@ -33,16 +33,20 @@ import itertools
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
+from typing import cast
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from tests.kafka.broker import KafkaBroker, kafka_broker
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # exported, not in __all__
+    AdminClient,
+    NewTopic,
+)
 
 from bench.systems.base import Job, System, now_ms, record_receipts
 from bench.systems.delayline_sys import TOPIC, DelaylineSystem
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate, wait_for_log
 from delayline import Client
 from delayline.kafka.records import INBOUND_TOPIC
+from delayline.testing.kafka import KafkaBroker, kafka_broker
 
 #: The pause design's input topic.
 DELAY_TOPIC = "bench.delay"
@@ -242,14 +246,15 @@ def forward(brokers: str) -> None:
             producer.produce(TOPIC, value=heapq.heappop(held)[2])
             forwarded = True
         wakes = [at_ms - RESUME_LEAD_MS for at_ms in paused.values()]
-        wait_ms = min([*wakes, *(held[:1] and [held[0][0]]), now + 100]) - now
+        head_ms = [held[0][0]] if held else []
+        wait_ms = min([*wakes, *head_ms, now + 100]) - now
         for message in arrived(consumer, max(wait_ms, 1) / 1000):
             if message.error() is not None:
                 continue
             tp = (message.topic() or "", message.partition() or 0)
             if tp in paused:
                 continue  # fetched before the pause: read again from its head
-            due_ms = int(dict(message.headers() or [])[DUE_HEADER])
+            due_ms = int(cast(bytes, dict(message.headers() or [])[DUE_HEADER]))
             if due_ms - now_ms() > RESUME_LEAD_MS:
                 head = TopicPartition(tp[0], tp[1], message.offset() or 0)
                 consumer.pause([head])

@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Sequence
+from typing import cast
 
 import redis
-from tests.support import wait_for
 
 from bench.systems.base import RECEIPTS_KEY, Job, System, now_ms
+from delayline.testing import wait_for
 
 #: The line the peer workers log at WARNING from their framework's "ready" hook.
 READY_LINE = "bench worker ready"
@@ -29,13 +30,12 @@ def wait_consuming(
         system.schedule([Job(key, now_ms())])
 
         def received() -> bool:
-            if any(
-                raw.decode().split(" ")[0] == key for raw in receipts.lrange(RECEIPTS_KEY, 0, -1)
-            ):
+            found = cast(list[bytes], receipts.lrange(RECEIPTS_KEY, 0, -1))
+            if any(raw.decode().split(" ")[0] == key for raw in found):
                 return True
             for process in processes:
                 if process.poll() is not None:
-                    raise RuntimeError(f"{process.args} exited; see {system.workdir}")
+                    raise RuntimeError(f"{process.args!r} exited; see {system.workdir}")
             return False
 
         wait_for(received, timeout_s, f"{system.name} to receive the probe", interval_s=0.1)

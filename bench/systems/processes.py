@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support import wait_for
+from delayline.testing import wait_for
 
 
 def spawn(args: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -67,7 +67,7 @@ def wait_for_log(log: Path, text: str, timeout_s: float, process: subprocess.Pop
         if log.exists() and text in log.read_text(errors="replace"):
             return True
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args} exited; see {log}")
+            raise RuntimeError(f"{process.args!r} exited; see {log}")
         return False
 
     wait_for(logged, timeout_s, f"{text!r} in {log}", interval_s=0.2)

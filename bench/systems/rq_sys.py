@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 
 import redis
 from rq import Queue, Worker
-from tests.support import wait_for
 
 from bench.systems.base import Job, System, record_receipt
 from bench.systems.probe import START_TIMEOUT_S, wait_consuming
 from bench.systems.processes import fresh_log, kill_group, spawn, terminate
+from delayline.testing import wait_for
 
 WORKERS = 2
 BATCH = 1_000
@@ -92,7 +92,7 @@ class RqSystem(System):
                 return True
             for worker in self._workers:
                 if worker.poll() is not None:
-                    raise RuntimeError(f"{worker.args} exited; see {self.workdir}")
+                    raise RuntimeError(f"{worker.args!r} exited; see {self.workdir}")
             return False
 
         wait_for(registered, START_TIMEOUT_S, "the rq workers to register", interval_s=0.2)

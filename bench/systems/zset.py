@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from typing import cast
 
 import redis
 
@@ -86,11 +87,11 @@ def poll(url: str) -> None:
 def consume(url: str) -> None:
     client = redis.Redis.from_url(url)
     while True:
-        popped = client.blpop([READY], timeout=1)
+        popped = cast(tuple[bytes, bytes] | None, client.blpop([READY], timeout=1))
         if popped is None:
             continue
         received_ms = now_ms()
-        more = client.lpop(READY, BATCH - 1) or []
+        more = cast(list[bytes] | None, client.lpop(READY, BATCH - 1)) or []
         record_receipts([popped[1].decode(), *(key.decode() for key in more)], received_ms)
 
 

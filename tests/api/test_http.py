@@ -17,9 +17,9 @@ from delayline.listing import PendingMessage
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
+from delayline.testing import free_port
 from delayline.timing import now_ms
 from tests.sinking import answer, count_inbound, delivered, sink
-from tests.support import free_port
 
 Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
 

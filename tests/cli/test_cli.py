@@ -18,9 +18,9 @@ from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.listing import PendingMessage
 from delayline.redis import keys
 from delayline.scheduler.settings import run_options
+from delayline.testing import free_port, wait_for
 from delayline.timing import now_ms
 from tests.sinking import answer, count_inbound, delivered, sink
-from tests.support import free_port, wait_for
 
 
 def invoke(redis_url: str, *args: str, input: bytes | None = None) -> Result:

@@ -18,23 +18,15 @@ from pathlib import Path
 import psutil
 import redis
 
-from delayline import ids, local, timing
+from delayline import ids, local, testing, timing
 from delayline.model import Cancel, Message
 from delayline.redis import keys
+from delayline.testing.streams import Arrival, arrivals, forecast_left, shard_layout
 from delayline.validation import Limits
-from tests import support
 from tests.conftest import alive, kill_processes, tagged_processes
 
 #: Spark's first start in a fresh process takes 10-30 s on a 2-core machine.
 START_TIMEOUT_S = 180.0
-
-#: A small two-level wheel, so that a 0-15 s workload exercises both levels:
-#: messages due more than 6 s ahead start coarse and are handed down 3 s ahead,
-#: and fine slots fire 1 s ahead (a horizon of 1 s: the SDK sends little to the outbox).
-SMALL_WHEEL = [
-    *("--coarse-after-ms", "6000", "--coarse-tick-ms", "2000", "--cascade-ahead-ms", "3000"),
-    *("--horizon-ms", "1000"),
-]
 
 
 def wait_for(
@@ -45,7 +37,7 @@ def wait_for(
     details: Callable[[], str] | None = None,
 ) -> None:
     """Poll ``condition`` every 0.1 s until it holds; fail after ``timeout_s`` seconds with
-    the tails of the schedulers' logs (tests.support.wait_for, which this wraps).
+    the tails of the schedulers' logs (delayline.testing.wait_for, which this wraps).
 
     ``details``, if given, is called at the timeout and its text added to the failure.
     """
@@ -55,7 +47,7 @@ def wait_for(
         parts += [f"--- scheduler {n} ---\n{p.output[-4000:]}" for n, p in enumerate(logs)]
         return "\n".join(parts)
 
-    support.wait_for(
+    testing.wait_for(
         condition,
         timeout_s,
         what,
@@ -313,14 +305,6 @@ def kill_at(
         time.sleep(0.002)
 
 
-def shard_layout(raw: redis.Redis) -> list[keys.ShardKeys]:
-    """The shards a reader adds up, for the shard count the scheduler published."""
-    shards = int(raw.hget(keys.CONFIG, "inbound_shards") or 1)
-    return keys.read_layout(
-        max(keys.shard_history(raw.hget(keys.CONFIG, keys.SHARD_HISTORY), shards))
-    )
-
-
 def stats_of(raw: redis.Redis) -> dict[str, int]:
     """The scheduler's counters, every shard's added up."""
     stats: dict[str, int] = {}
@@ -337,7 +321,7 @@ def pipeline_state(raw: redis.Redis, data_dir: Path) -> str:
     outbox = sum(raw.zcard(shard.outbox) for shard in shard_layout(raw))
     return (
         f"inbound {raw.xlen(keys.INBOUND)}, outbox {outbox}, "
-        f"delivered {len(arrivals(raw))}, stats {stats}; "
+        f"delivered {len(arrivals(raw, TOPICS))}, stats {stats}; "
         f"checkpoint: newest offset batch {offsets}, newest commit {commits}"
     )
 
@@ -458,36 +442,6 @@ def beyond_max_delay(now_ms: int) -> dict[bytes, bytes]:
     return message.to_record()
 
 
-@dataclass(frozen=True)
-class Arrival:
-    message_id: str
-    topic: str
-    body: bytes
-    key: str
-    deliver_at_ms: int
-    delivered_at_ms: int
-    stream_ms: int  # Redis's clock when the entry was added
-
-
-def arrivals(raw: redis.Redis, topics: Sequence[str] = TOPICS) -> list[Arrival]:
-    """Every entry of the ``topics`` streams, in stream order per topic."""
-    found = []
-    for topic in topics:
-        for entry_id, fields in raw.xrange(topic):
-            found.append(
-                Arrival(
-                    message_id=fields[b"id"].decode(),
-                    topic=topic,
-                    body=fields[b"body"],
-                    key=fields[b"key"].decode(),
-                    deliver_at_ms=int(fields[b"deliver_at_ms"]),
-                    delivered_at_ms=int(fields[b"delivered_at_ms"]),
-                    stream_ms=int(entry_id.split(b"-")[0]),
-                )
-            )
-    return found
-
-
 def settled(raw: redis.Redis, workload: Workload) -> bool:
     """True once every message is delivered or dropped and every bad record rejected."""
     stats = stats_of(raw)
@@ -507,7 +461,7 @@ def check_exactly_once(
 ) -> None:
     """Every expected message exactly once (among ``found``, or the topic streams'
     entries), none cancelled, none early; rejects kept."""
-    found = arrivals(raw) if found is None else found
+    found = arrivals(raw, TOPICS) if found is None else found
     ids = [arrival.message_id for arrival in found]
     duplicated = {i for i in ids if ids.count(i) > 1}
     assert not duplicated, f"{len(duplicated)} messages arrived more than once"
@@ -554,21 +508,3 @@ def check_delivered(
     # Each message changed the forecast's counters once when accepted and once when
     # settled: with every message settled, they are all back to zero.
     assert not forecast_left(raw), f"the forecast still counts {forecast_left(raw)}"
-
-
-def forecast_left(raw: redis.Redis) -> dict[str, dict[bytes, int]]:
-    """The forecast's counters that are not zero, every shard's added up, by the
-    unsharded key's name (a message may be counted in one shard and settled in another)."""
-    totals: dict[str, dict[bytes, int]] = {}
-    for shard in shard_layout(raw):
-        for minute in raw.zrange(shard.forecast_index, 0, -1):
-            for suffix in ("", ":s"):
-                counts = totals.setdefault(keys.forecast(int(minute)) + suffix, {})
-                for name, n in raw.hgetall(shard.forecast(int(minute)) + suffix).items():
-                    counts[name] = counts.get(name, 0) + int(n)
-    left = {}
-    for key, counts in totals.items():
-        nonzero = {name: n for name, n in counts.items() if n != 0}
-        if nonzero:
-            left[key] = nonzero
-    return left

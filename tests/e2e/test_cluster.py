@@ -18,6 +18,7 @@ import redis
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.runtime import standalone
 from delayline.scheduler.runtime.priority import SPARK_NICENESS
+from delayline.testing import free_port
 from tests.e2e.harness import (
     SchedulerProcess,
     check_exactly_once,
@@ -26,7 +27,6 @@ from tests.e2e.harness import (
     stats_of,
     wait_for,
 )
-from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 
@@ -76,7 +76,7 @@ def test_exactly_once_on_a_standalone_cluster_that_loses_a_worker(
     args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir),
             "--master", cluster.master_url, "--partitions", "4",
             # A short horizon: most messages wait in the state, on the executors.
-            "--lead-ms", "1000",
+            "--horizon-ms", "1000",
             # Two inbound shards: the records of three messages in four go to their
             # shard's stream, a source partition of its own.
             "--inbound-shards", "2"]  # fmt: skip

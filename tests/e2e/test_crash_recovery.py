@@ -12,10 +12,11 @@ import redis
 from delayline import Client
 from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.testing import SMALL_WHEEL
+from delayline.testing.streams import arrivals
 from tests.e2e.harness import (
-    SMALL_WHEEL,
+    TOPICS,
     SchedulerProcess,
-    arrivals,
     check_exactly_once,
     kill_at,
     pipeline_state,
@@ -41,13 +42,13 @@ def test_exactly_once_across_two_kills(
         # Kill while deliveries are flowing and a batch is in flight, so that it
         # dies half written and the restart runs it again. (A kill between batches
         # is the next test's case.)
-        wait_for(lambda: len(arrivals(own_raw)) >= 200, 60, "the first deliveries", [first])
+        wait_for(lambda: len(arrivals(own_raw, TOPICS)) >= 200, 60, "the first deliveries", [first])
         kill_at(first, data_dir, in_flight=True)
-        delivered_before_restart = len(arrivals(own_raw))
+        delivered_before_restart = len(arrivals(own_raw, TOPICS))
 
         second = runs.enter_context(SchedulerProcess(args))
         wait_for(
-            lambda: len(arrivals(own_raw)) >= delivered_before_restart + 200,
+            lambda: len(arrivals(own_raw, TOPICS)) >= delivered_before_restart + 200,
             90,
             "deliveries after the first restart",
             [first, second],
@@ -73,7 +74,7 @@ def test_a_kill_between_batches_then_a_restart_delivers(
     """A kill while no batch is in flight, with nothing new to read: the restart must deliver."""
     # A short horizon: the messages must wait in Spark's state, not in the outbox.
     args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir)]
-    args += ["--lead-ms", "2000"]
+    args += ["--horizon-ms", "2000"]
     delay_ms = 20_000
     with ExitStack() as runs:
         first = runs.enter_context(SchedulerProcess(args))
@@ -98,6 +99,6 @@ def test_a_kill_between_batches_then_a_restart_delivers(
             [first, second],
             details=lambda: pipeline_state(own_raw, data_dir),
         )
-        found = arrivals(own_raw)
+        found = arrivals(own_raw, TOPICS)
         assert sorted(arrival.message_id for arrival in found) == sorted(ids)  # each once
         assert all(arrival.stream_ms >= arrival.deliver_at_ms for arrival in found), "early"

@@ -26,9 +26,9 @@ from selenium.webdriver.common.by import By
 
 from delayline import Client
 from delayline.redis import keys
+from delayline.testing import free_port
 from delayline.timing import format_time, now_ms
 from tests.e2e.harness import Service, wait_for
-from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 

@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.testing import SMALL_WHEEL
 from tests.e2e.harness import (
-    SMALL_WHEEL,
     SchedulerProcess,
     check_exactly_once,
     send_workload,

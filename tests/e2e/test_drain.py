@@ -24,16 +24,15 @@ import redis
 
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.pinning import PINNED_FILE
+from delayline.testing import SMALL_WHEEL
+from delayline.testing.streams import arrivals, forecast_left, shard_layout
 from tests.e2e.harness import (
-    SMALL_WHEEL,
+    TOPICS,
     SchedulerProcess,
-    arrivals,
     check_exactly_once,
-    forecast_left,
     pipeline_state,
     send_workload,
     settled,
-    shard_layout,
     wait_for,
 )
 
@@ -59,9 +58,9 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         )
         # Due over the next 40 s: most wait in the state (coarse and fine slots) at the stop.
         workload = send_workload(own_redis.url, max_delay_ms=40_000, inbound_shards=2)
-        wait_for(lambda: len(arrivals(own_raw)) >= 100, 60, "the first deliveries", [first])
+        wait_for(lambda: len(arrivals(own_raw, TOPICS)) >= 100, 60, "the first deliveries", [first])
         assert first.interrupt(60) == 0, first.output[-3000:]
-        delivered_before = len(arrivals(own_raw))
+        delivered_before = len(arrivals(own_raw, TOPICS))
         pending_before = forecast_total(own_raw)
 
         drained = subprocess.run(drain, capture_output=True, text=True, timeout=300)
@@ -69,7 +68,7 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         count = int(drained.stdout.split("drained   ")[1].split()[0])
         # The drain's pumps delivered what waited in the outboxes.
         assert sum(own_raw.zcard(shard.outbox) for shard in shard_layout(own_raw)) == 0
-        delivered_by_drain = len(arrivals(own_raw)) - delivered_before
+        delivered_by_drain = len(arrivals(own_raw, TOPICS)) - delivered_before
         assert count + delivered_by_drain >= len(workload.expected) - delivered_before
         assert not (data_dir / "checkpoint").exists()
         [aside] = data_dir.glob("checkpoint.drained-*")

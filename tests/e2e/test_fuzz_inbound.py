@@ -22,10 +22,10 @@ from delayline import ids
 from delayline.model import Cancel, Message
 from delayline.redis import keys
 from delayline.scheduler.pipeline.records import MAX_REASON_BYTES
+from delayline.testing import wait_for
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.e2e.harness import SchedulerProcess, Service
-from tests.support import wait_for
 
 pytestmark = pytest.mark.spark
 

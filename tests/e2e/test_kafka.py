@@ -29,11 +29,12 @@ from delayline.kafka.producer import KafkaInboundProducer
 from delayline.model import Message
 from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.testing import SMALL_WHEEL
+from delayline.testing.kafka import kafka_broker, kafka_tool
+from delayline.testing.streams import Arrival
 from delayline.timing import now_ms
 from tests.e2e.harness import (
-    SMALL_WHEEL,
     TOPICS,
-    Arrival,
     SchedulerProcess,
     check_at_least_once,
     kill_at,
@@ -42,7 +43,6 @@ from tests.e2e.harness import (
     wait_for,
     workload_records,
 )
-from tests.kafka.broker import kafka_broker, kafka_tool
 
 pytestmark = pytest.mark.spark
 

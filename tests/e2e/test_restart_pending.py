@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from delayline import Client
+from delayline.testing import free_port
 from delayline.timing import now_ms
 from tests.e2e.harness import SchedulerProcess, wait_for
-from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 

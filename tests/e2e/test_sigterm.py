@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from delayline import Client
+from delayline.testing import free_port, wait_for
 from tests.e2e.harness import SchedulerProcess
-from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.spark
 

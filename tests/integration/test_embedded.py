@@ -10,7 +10,7 @@ import redis
 
 from delayline.errors import ConfigurationError
 from delayline.redis.embedded import REWRITE_NICENESS, EmbeddedRedis
-from tests.support import free_port, wait_for
+from delayline.testing import free_port, wait_for
 
 
 def test_embedded_redis_keeps_an_aof_and_survives_a_restart(tmp_path: Path) -> None:

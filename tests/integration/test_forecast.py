@@ -17,9 +17,9 @@ from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
+from delayline.testing import wait_for
 from delayline.timing import format_time, from_epoch_ms, now_ms
 from tests.sinking import dropped, sink
-from tests.support import wait_for
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from delayline.redis.inbound import InboundStream
 from delayline.scheduler.pipeline.feeds import START_ID
 from delayline.scheduler.pipeline.source import InboundRange, InboundReader
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.testing import wait_for
 from delayline.timing import now_ms
-from tests.support import wait_for
 
 
 def test_each_shard_is_a_partition_with_its_own_offset(

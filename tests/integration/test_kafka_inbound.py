@@ -27,12 +27,15 @@ from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.scheduler.pipeline.feeds import kafka_prefix
 from delayline.scheduler.pipeline.handoff import record_waiting_cancels
-from delayline.scheduler.pipeline.source import InboundReader, KafkaRange
+from delayline.scheduler.pipeline.source import (
+    InboundReader,
+    KafkaRange,
+)
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.testing import free_port, wait_for
+from delayline.testing.kafka import kafka_broker
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.kafka.broker import kafka_broker
-from tests.support import free_port, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -31,10 +31,10 @@ from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.retry import RetryPolicy
 from delayline.scheduler.runtime.pump import Pump
+from delayline.testing import wait_for
+from delayline.testing.kafka import kafka_broker
 from delayline.timing import now_ms
-from tests.kafka.broker import kafka_broker
 from tests.sinking import delivered
-from tests.support import wait_for
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from delayline.ids import new_message_id
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore, PumpResult
 from delayline.rows import Deliver
+from delayline.testing import wait_for
 from delayline.timing import now_ms
-from tests.support import wait_for
 
 #: An hour ago: these messages are due at once.
 DUE_MS = now_ms() - 3_600_000

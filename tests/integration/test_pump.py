@@ -14,7 +14,7 @@ from delayline.errors import ConfigurationError
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.runtime.pump import Pump
-from tests.support import wait_for
+from delayline.testing import wait_for
 
 
 @pytest.fixture

@@ -25,9 +25,9 @@ from delayline.redis import keys, scripts
 from delayline.redis.embedded import server_executable
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
+from delayline.testing import free_port, wait_for
 from delayline.timing import now_ms
 from tests.sinking import delivered
-from tests.support import free_port, wait_for
 
 SHARDS = 3
 SLOTS = 16384

@@ -22,8 +22,8 @@ from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
 from delayline.scheduler.pipeline.handoff import record_waiting_cancels
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.testing import free_port, wait_for
 from delayline.timing import now_ms
-from tests.support import free_port, wait_for
 
 #: Keys in the slow-to-load AOF: enough for a load of a second or more on 2 cores.
 BIG_AOF_KEYS = 3_000_000

@@ -10,8 +10,8 @@ import redis
 
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
+from delayline.testing import wait_for
 from delayline.timing import now_ms
-from tests.support import wait_for
 
 
 @pytest.fixture

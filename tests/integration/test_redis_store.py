@@ -15,10 +15,10 @@ from delayline.redis.store import ChunkResult, DeliveryStore
 from delayline.rows import Cascade, Deliver, Reject, SinkRow
 from delayline.scheduler.pipeline.chunks import write_once
 from delayline.scheduler.pipeline.task import BatchTask
+from delayline.testing import wait_for
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.sinking import dropped
-from tests.support import wait_for
 
 #: A due time one minute ago: these rows go straight to their topics.
 DUE_MS = now_ms() - 60_000

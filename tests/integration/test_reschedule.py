@@ -16,10 +16,10 @@ from delayline.model import decode_record
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Drop
+from delayline.testing import wait_for
 from delayline.timing import now_ms
 from delayline.validation import Limits
 from tests.sinking import count_inbound, delivered, dropped, sink
-from tests.support import wait_for
 
 
 @pytest.fixture

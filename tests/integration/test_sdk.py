@@ -18,10 +18,10 @@ from delayline.model import decode_record
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
+from delayline.testing import wait_for
 from delayline.timing import HORIZON_MS, now_ms
 from delayline.validation import Limits
 from tests.sinking import delivered, dropped, sink
-from tests.support import wait_for
 
 
 @pytest.fixture

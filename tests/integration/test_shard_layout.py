@@ -20,9 +20,9 @@ from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
 from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.testing import wait_for
 from delayline.timing import now_ms
 from tests.sinking import delivered
-from tests.support import wait_for
 
 SHARDS = 2
 

@@ -15,7 +15,7 @@ from delayline import Client
 from delayline.cli import main
 from delayline.errors import ConfigurationError
 from delayline.redis.embedded import server_executable
-from tests.support import free_port, wait_for
+from delayline.testing import free_port, wait_for
 
 SECRET = "s3cr3t-PaSS"
 

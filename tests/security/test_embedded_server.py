@@ -15,7 +15,7 @@ from delayline import Client, local
 from delayline.cli import main
 from delayline.defaults import DEFAULT_REDIS_URL
 from delayline.redis.embedded import EmbeddedRedis
-from tests.support import free_port
+from delayline.testing import free_port
 
 
 @pytest.fixture

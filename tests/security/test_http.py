@@ -14,7 +14,7 @@ import pytest
 
 from delayline.api.app import create_app
 from delayline.api.middleware import TOKEN_COOKIE
-from tests.support import free_port
+from delayline.testing import free_port
 
 TOKEN = "t0ken-for-tests"
 MESSAGE = {"topic": "orders", "body": "x", "delay_ms": 60_000}

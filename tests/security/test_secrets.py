@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from delayline.testing import free_port
 from delayline.urls import redacted
-from tests.support import free_port
 
 SECRET = "s3cr3t-PaSS"
 

@@ -8,18 +8,21 @@ every message whose send succeeded arrives exactly once and never early, no
 cancel that was recorded in time loses, and nothing unknown arrives.
 
 The CI test (tests/e2e/test_chaos.py) runs it small; ``python -m bench chaos``
-runs the long version.
+runs the long version. Each passes its own launcher of ``delayline run`` (a
+:class:`Run`): the test's sweeps up every process of a run, for a hermetic suite.
 """
 
 from __future__ import annotations
 
 import collections
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import httpx
 import redis
@@ -28,18 +31,10 @@ from delayline import Client
 from delayline.model import Cancel, Message
 from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.testing import SMALL_WHEEL, free_port, wait_for
+from delayline.testing.streams import Arrival, arrivals, forecast_left
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests import support
-from tests.e2e.harness import (
-    SMALL_WHEEL,
-    Arrival,
-    SchedulerProcess,
-    arrivals,
-    forecast_left,
-    wait_for,
-)
-from tests.support import free_port
 
 TOPICS = ("chaos.orders", "chaos.reminders", "chaos.retries")
 #: A raw cancel must reach the inbound stream this long before its message is
@@ -50,6 +45,31 @@ RAW_CANCEL_MARGIN_MS = 6_000
 SDK_CANCEL_MARGIN_MS = 500
 #: Longest a restart may take to announce "scheduler running" (s).
 RESTART_BOUND_S = 150.0
+
+
+class Run(Protocol):
+    """One ``delayline run`` of the scenario, in a process group of its own."""
+
+    @property
+    def process(self) -> subprocess.Popen[Any] | None:
+        """Its driver process, once started."""
+
+    @property
+    def output(self) -> str:
+        """What it printed so far (the scenario reads its progress lines)."""
+
+    def start(self) -> None:
+        """Start it; return once it printed "scheduler running", or raise."""
+
+    def kill(self) -> None:
+        """SIGKILL its whole process group, as a crash would; return once it is gone."""
+
+    def stop_quietly(self) -> None:
+        """SIGKILL whatever of it still runs."""
+
+
+#: Makes a run (not yet started) from its ``delayline run`` options.
+Launcher = Callable[[Sequence[str]], Run]
 
 
 @dataclass(frozen=True)
@@ -266,7 +286,31 @@ def xadd_all(raw: redis.Redis, records: Sequence[dict[bytes, bytes]]) -> None:
         except (redis.ConnectionError, redis.TimeoutError):
             return False
 
-    support.wait_for(added, 300, "Redis to come back and take the records", interval_s=0.2)
+    wait_for(added, 300, "Redis to come back and take the records", interval_s=0.2)
+
+
+def wait_watching(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    runs: Sequence[Run] = (),
+    details: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``condition`` every 0.1 s until it holds; after ``timeout_s`` seconds raise
+    AssertionError with ``details()`` and the tails of the runs' output."""
+
+    def failure() -> str:
+        parts = [details()] if details is not None else []
+        parts += [f"--- run {n} ---\n{run.output[-4000:]}" for n, run in enumerate(runs)]
+        return "\n".join(parts)
+
+    wait_for(
+        condition,
+        timeout_s,
+        what,
+        interval_s=0.1,
+        details=failure if details is not None or runs else None,
+    )
 
 
 @dataclass
@@ -290,9 +334,10 @@ class Outage:
 
 
 def run_chaos(
-    tmp_path: Path, plan: ChaosPlan, log: Callable[[str], None] = lambda _: None
+    tmp_path: Path, plan: ChaosPlan, launch: Launcher, log: Callable[[str], None] = lambda _: None
 ) -> ChaosReport:
-    """The whole scenario; raises AssertionError (naming the seed) if a guarantee broke."""
+    """The whole scenario, its files in ``tmp_path``, each ``delayline run`` made by
+    ``launch``; raises AssertionError (naming the seed) if a guarantee broke."""
     rng = random.Random(plan.seed)
     server = EmbeddedRedis(tmp_path / "redis", free_port())
     server.start()
@@ -304,16 +349,18 @@ def run_chaos(
         str(tmp_path / "data"),
         "--api-port",
         str(api_port),
+        # The outage is seen on the progress line.
+        *("--progress-interval", "1"),
         *SMALL_WHEEL,
     ]
-    runs: list[SchedulerProcess] = []
+    runs: list[Run] = []
     raw = redis.Redis.from_url(server.url)
     producers = Producers(server.url, api_port, plan)
     restarts_s: list[float] = []
     outage = Outage(0.0, 0, 0.0)
 
     def start() -> None:
-        run = SchedulerProcess(args)
+        run = launch(args)
         runs.append(run)
         started = time.monotonic()
         run.start()
@@ -323,7 +370,9 @@ def run_chaos(
     def calm() -> None:
         pause_s = rng.uniform(*plan.calm_s)
         deadline = time.monotonic() + pause_s
-        wait_for(lambda: time.monotonic() > deadline or not alive(runs[-1]), pause_s + 5, "calm")
+        wait_watching(
+            lambda: time.monotonic() > deadline or not alive(runs[-1]), pause_s + 5, "calm"
+        )
         assert alive(runs[-1]), f"the scheduler exited:\n{runs[-1].output[-5000:]}"
 
     try:
@@ -354,7 +403,7 @@ def run_chaos(
                 return False
             return expected <= {a.message_id for a in arrivals(raw, TOPICS)}
 
-        wait_for(
+        wait_watching(
             settled,
             180 + plan.pending / 20_000,
             f"every message to arrive (seed {plan.seed})",
@@ -364,7 +413,7 @@ def run_chaos(
         report = check(found, ledger, plan.seed)
         # The cancelled messages leave the forecast as their slots fire, the last ones
         # just after the last delivery.
-        wait_for(
+        wait_watching(
             lambda: not forecast_left(raw),
             30,
             f"the forecast to count nothing (seed {plan.seed})",
@@ -391,13 +440,13 @@ def run_chaos(
         server.stop()
 
 
-def alive(run: SchedulerProcess) -> bool:
+def alive(run: Run) -> bool:
     return run.process is not None and run.process.poll() is None
 
 
 def redis_outage(
     server: EmbeddedRedis,
-    run: SchedulerProcess,
+    run: Run,
     api_port: int,
     outage_s: float,
     log: Callable[[str], None],
@@ -410,7 +459,7 @@ def redis_outage(
     assert health.status_code == 503, health.text
     assert health.json()["redis"] is False
     assert health.json()["error"]
-    wait_for(
+    wait_watching(
         lambda: "redis     unavailable" in run.output, 30, "the outage on the progress line", [run]
     )
     remaining_s = outage_s - (time.monotonic() - stopped)
@@ -422,7 +471,9 @@ def redis_outage(
     server.start()
     load_s = time.monotonic() - loading
     log(f"redis up: loaded {aof_bytes / 1e6:.1f} MB of AOF in {load_s:.2f} s")
-    wait_for(lambda: "redis     back" in run.output, 60, "the service to see Redis back", [run])
+    wait_watching(
+        lambda: "redis     back" in run.output, 60, "the service to see Redis back", [run]
+    )
     return Outage(time.monotonic() - stopped, aof_bytes, load_s)
 
 

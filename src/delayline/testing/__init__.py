@@ -1,6 +1,17 @@
-"""Helpers the tests and the benchmarks share: polling with a deadline, a free port.
+"""Helpers for tests against delayline, shared by its own tests and benchmarks.
 
-Standard library only, and no pytest: ``bench`` imports this module too.
+A map:
+
+- this module: a free port, polling with a deadline, and ``SMALL_WHEEL``
+  (``delayline run`` options that make a short test exercise both wheel levels);
+- :mod:`delayline.testing.streams`: what arrived in the topic streams, and what
+  the forecast still counts;
+- :mod:`delayline.testing.kafka`: a real single-node Kafka broker, from the jars
+  that ``kafka-pom.xml`` (beside this file) names.
+
+Importing this package needs the standard library only: the client install
+(``pip install delayline``) imports it too. A failed wait raises AssertionError,
+as a failed test does.
 """
 
 from __future__ import annotations
@@ -11,6 +22,15 @@ from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+
+#: ``delayline run`` options for a small two-level wheel, so that a 0-15 s workload
+#: exercises both levels: messages due more than 6 s ahead start coarse and are
+#: handed down 3 s ahead, and fine slots fire 1 s ahead (a horizon of 1 s: the SDK
+#: sends little to the outbox).
+SMALL_WHEEL = (
+    *("--coarse-after-ms", "6000", "--coarse-tick-ms", "2000", "--cascade-ahead-ms", "3000"),
+    *("--horizon-ms", "1000"),
+)
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""The polling and port helpers that the tests and the benchmarks share."""
+"""delayline.testing: the polling and port helpers that the tests and the benchmarks share."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tests.support import free_port, wait_for
+from delayline.testing import free_port, wait_for
 
 
 def test_wait_for_returns_the_first_truthy_value() -> None:

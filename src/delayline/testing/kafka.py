@@ -1,5 +1,15 @@
-"""A real Kafka broker for the tests: one KRaft node (broker and controller) on
-loopback, from the jars that ``make kafka-jars`` fetches from Maven Central."""
+"""A real Kafka broker for tests and benchmarks: one KRaft node (broker and controller)
+on loopback, from the jars that ``kafka-pom.xml`` (beside this module) names.
+
+Fetch them once with Maven (``make kafka-jars`` in a checkout does this)::
+
+    mvn -f <this folder>/kafka-pom.xml dependency:copy-dependencies \\
+        -DoutputDirectory=$PWD/build/kafka-jars -DincludeScope=runtime
+
+They are looked for in ``$DELAYLINE_KAFKA_JARS``, else in ``build/kafka-jars``
+under the working directory. Starting a broker needs Java 17+ and confluent-kafka
+(the ``kafka`` extra), imported only then.
+"""
 
 from __future__ import annotations
 
@@ -15,16 +25,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from delayline.errors import ConfigurationError, TransportError
+from delayline.testing import free_port, wait_for
 
-from tests.support import free_port, wait_for
+#: The Maven project whose runtime dependencies are the broker and Kafka's tools.
+POM = Path(__file__).with_name("kafka-pom.xml")
+#: Names the folder of the jars, overriding DEFAULT_JARS.
+JARS_VARIABLE = "DELAYLINE_KAFKA_JARS"
+#: Where ``make kafka-jars`` puts the jars, relative to the working directory.
+DEFAULT_JARS = Path("build/kafka-jars")
+#: How long the broker may take to listen, then to answer a metadata request (s).
+START_TIMEOUT_S = 60.0
 
-#: Where ``make kafka-jars`` puts the broker's jars (tests/kafka/pom.xml).
-JARS = Path(os.environ.get("DELAYLINE_KAFKA_JARS", Path(__file__).parents[2] / "build/kafka-jars"))
+
+def jars() -> Path:
+    """The folder of the broker's jars: ``$DELAYLINE_KAFKA_JARS``, else DEFAULT_JARS."""
+    return Path(os.environ.get(JARS_VARIABLE, DEFAULT_JARS))
 
 
 def server_properties(directory: Path, port: int, controller_port: int) -> str:
+    """The broker's ``server.properties``: one node, data in ``directory``, no
+    automatic topics (a message to a topic that was not created is refused)."""
     return "\n".join(
         [
             "process.roles=broker,controller",
@@ -39,7 +60,6 @@ def server_properties(directory: Path, port: int, controller_port: int) -> str:
             "transaction.state.log.replication.factor=1",
             "transaction.state.log.min.isr=1",
             "group.initial.rebalance.delay.ms=0",
-            # A topic exists once created: a message to another one is refused.
             "auto.create.topics.enable=false",
             "",
         ]
@@ -57,9 +77,12 @@ def kafka_tool(
     main_class: str, *args: str, stdin: str = "", timeout_s: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's command-line tools (``org.apache.kafka.tools.ConsoleProducer``,
-    ...) from the jars, as its ``bin/*.sh`` script would."""
+    ...) from the jars, as its ``bin/*.sh`` script would; ``timeout_s`` in seconds.
+
+    Raises subprocess.TimeoutExpired if it runs longer; a failure is in the result.
+    """
     return subprocess.run(
-        [*java_command(), "-cp", f"{JARS}/*", main_class, *args],
+        [*java_command(), "-cp", f"{jars()}/*", main_class, *args],
         input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False,
     )  # fmt: skip
 
@@ -74,11 +97,22 @@ class KafkaBroker:
 
 @contextmanager
 def kafka_broker(directory: Path) -> Iterator[KafkaBroker]:
-    """A started broker with its data in ``directory``. Fails (never skips) without the
-    jars; kills the broker however the block ends."""
-    classpath = f"{JARS}/*"
-    if not list(JARS.glob("kafka_2.13-*.jar")):
-        raise RuntimeError(f"no Kafka broker jars in {JARS}: run `make kafka-jars` (Maven)")
+    """A started broker with its data and ``broker.log`` in ``directory``; it is killed
+    however the block ends.
+
+    Raises ConfigurationError without the jars (it never skips), and TransportError if
+    the broker's storage cannot be formatted or the broker exits while starting.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    folder = jars()
+    if not list(folder.glob("kafka_2.13-*.jar")):
+        raise ConfigurationError(
+            f"no Kafka broker jars in {folder}: fetch them with Maven from {POM} "
+            "(`make kafka-jars` in a checkout)"
+        )
+    classpath = f"{folder}/*"
     port, controller_port = free_port(), free_port()
     config = directory / "server.properties"
     config.write_text(server_properties(directory, port, controller_port))
@@ -88,10 +122,10 @@ def kafka_broker(directory: Path) -> Iterator[KafkaBroker]:
     formatted = subprocess.run(
         [*java, "-cp", classpath, "kafka.tools.StorageTool", "format",
          f"--cluster-id={cluster_id}", f"--config={config}"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     if formatted.returncode != 0:
-        raise RuntimeError(f"formatting the broker's storage failed: {formatted.stderr[-2000:]}")
+        raise TransportError(f"formatting the broker's storage failed: {formatted.stderr[-2000:]}")
     log = (directory / "broker.log").open("wb")
     broker = subprocess.Popen(
         [*java, "-Xmx512m", "-cp", classpath, "kafka.Kafka", str(config)],
@@ -102,13 +136,13 @@ def kafka_broker(directory: Path) -> Iterator[KafkaBroker]:
 
         def listens() -> bool:
             if broker.poll() is not None:
-                raise RuntimeError(f"the Kafka broker exited: {directory / 'broker.log'}")
+                raise TransportError(f"the Kafka broker exited: {directory / 'broker.log'}")
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 return True
             return False
 
         # The port first: a client before it would log every refused connection.
-        wait_for(listens, 60, f"the Kafka broker on {address}", interval_s=0.2)
+        wait_for(listens, START_TIMEOUT_S, f"the Kafka broker on {address}", interval_s=0.2)
         admin = AdminClient({"bootstrap.servers": address})
 
         def answers() -> bool:
@@ -117,7 +151,9 @@ def kafka_broker(directory: Path) -> Iterator[KafkaBroker]:
             except KafkaException:
                 return False
 
-        wait_for(answers, 60, f"the Kafka broker on {address} to answer", interval_s=0.2)
+        wait_for(
+            answers, START_TIMEOUT_S, f"the Kafka broker on {address} to answer", interval_s=0.2
+        )
         yield KafkaBroker(address, broker.pid)
     finally:
         with_group = os.getpgid(broker.pid) if broker.poll() is None else None
