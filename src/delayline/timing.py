@@ -75,6 +75,7 @@ def is_near(deliver_at_ms: int, now_ms: int, horizon_ms: int) -> bool:
     """
     return deliver_at_ms - now_ms <= horizon_ms
 
+
 #: The pseudo-slot that carries rejected records through the scheduler.
 REJECT_SLOT_MS = -1
 

@@ -8,7 +8,6 @@ reach (the horizon) and records the batches it completes (the heartbeat).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,36 +20,6 @@ from delayline.redis import keys, scripts
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
 from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, ReadyEntry, SinkRow
 from delayline.timing import HORIZON_MS, now_ms
-
-
-def pump_keys(shard: keys.ShardKeys) -> list[str]:
-    """The keys of the pump's script (lua/pump.lua) in ``shard``, in its order."""
-    return [
-        shard.outbox,
-        shard.outbox_data,
-        shard.stats,
-        shard.lateness,
-        shard.rejects,
-        shard.outbox_bell,
-        shard.inbound,
-        shard.namespace,
-    ]
-
-
-def chunk_keys(shard: keys.ShardKeys, marker: str) -> list[str]:
-    """The keys of a sink chunk's script (lua/write_chunk.lua) in ``shard``, in its order."""
-    return [
-        marker,
-        shard.stats,
-        shard.lateness,
-        shard.rejects,
-        shard.outbox,
-        shard.outbox_data,
-        shard.inbound,
-        shard.outbox_bell,
-        shard.namespace,
-    ]
-
 
 #: The letter of each message row in a chunk (see lua/write_chunk.lua).
 ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
@@ -90,10 +59,6 @@ class DeliveryStore(RedisConnection):
         self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
     ) -> None:
         super().__init__(client, patience_ms=patience_ms)
-        self._write_chunk = client.register_script(scripts.WRITE_CHUNK)
-        self._pump = client.register_script(scripts.PUMP)
-        self._deliver_ready = client.register_script(scripts.DELIVER_READY)
-        self._settle_ready = client.register_script(scripts.SETTLE_READY)
 
     # -- the sink -----------------------------------------------------------------------------
 
@@ -178,9 +143,11 @@ class DeliveryStore(RedisConnection):
                     args += [name, value]
         marker = shard.sink_marker(query_id, partition, stage)
         # Safe to retry: the marker makes a chunk that did land write nothing again.
-        counts = self._call(
+        counts = self._script(
             "write deliveries",
-            lambda: self._write_chunk(keys=chunk_keys(shard, marker), args=args),
+            scripts.WRITE_CHUNK,
+            scripts.WRITE_CHUNK.keys(shard, marker=marker),
+            args,
         )
         return ChunkResult(*(int(count) for count in counts))
 
@@ -197,12 +164,11 @@ class DeliveryStore(RedisConnection):
         """Deliver up to ``max_messages`` due messages from ``shard``'s outbox (by Redis's
         clock). A reschedule's new message due within ``horizon_ms`` goes back to the
         outbox, and a later one to the inbound stream."""
-        moved, now_ms, next_due, ready = self._call(
+        moved, now_ms, next_due, ready = self._script(
             "deliver from the outbox",
-            lambda: self._pump(
-                keys=pump_keys(shard),
-                args=[max_messages, journal_ttl_s, horizon_ms],
-            ),
+            scripts.PUMP,
+            scripts.PUMP.keys(shard),
+            [max_messages, journal_ttl_s, horizon_ms],
         )
         next_due_ms = int(float(next_due))
         return PumpResult(
@@ -259,12 +225,11 @@ class DeliveryStore(RedisConnection):
         args: list[Any] = [journal_ttl_s]
         for (entry_id, fields), error in settled:
             args += [entry_id, error, fields[b"deliver_at_ms"], fields[b"delivered_at_ms"]]
-        self._call(
+        self._script(
             "settle delivered messages",
-            lambda: self._settle_ready(
-                keys=[shard.ready, shard.stats, shard.lateness, shard.rejects, shard.namespace],
-                args=args,
-            ),
+            scripts.SETTLE_READY,
+            scripts.SETTLE_READY.keys(shard),
+            args,
         )
 
     def _deliver_to_streams(
@@ -278,10 +243,9 @@ class DeliveryStore(RedisConnection):
             args += [entry_id, len(fields), *(part for pair in fields.items() for part in pair)]
         errors: dict[bytes, bytes] = {}
         for topic, args in by_topic.items():
-            call = functools.partial(
-                self._deliver_ready, keys=[topic, keys.topic_written(topic.decode())], args=args
-            )
-            failed = self._call("deliver to a topic", call)
+            name = topic.decode()
+            script_keys = scripts.DELIVER_READY.keys(topic=name, written=keys.topic_written(name))
+            failed = self._script("deliver to a topic", scripts.DELIVER_READY, script_keys, args)
             errors.update(zip(failed[0::2], failed[1::2], strict=True))
         return errors
 

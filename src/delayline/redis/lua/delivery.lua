@@ -1,8 +1,15 @@
--- A library, shared by write_chunk.lua, pump.lua and reschedule.lua: the clock,
--- the journal, delivery, drops and reschedules, rejects, and counters. The
--- including script sets ns (its shard's namespace, its last key), journal_ttl,
--- rejects_key, box ({outbox, outbox data, bell}), inbound_key and horizon_ms
--- (the scheduler's, for a reschedule's new message) before it.
+-- A library, shared by write_chunk.lua, pump.lua, reschedule.lua and
+-- settle_ready.lua: the clock, the journal, delivery, drops and reschedules,
+-- rejects, and counters. delivery(ctx) starts a call's deliveries and returns
+-- them as a table; ctx holds what they take from the including script:
+--   journal_ttl  the status records' ttl (s; 0: none are kept)
+--   rejects_key  the shard's rejects stream
+--   box          {outbox, outbox data, bell} (lua/outbox.lua)
+--   inbound_key  the inbound stream in the shard's slot
+--   horizon_ms   the scheduler's horizon, for a reschedule's new message
+-- (settle_ready.lua, which delivers nothing, gives the first two). ns, the
+-- shard's namespace (the script's last key), is set by the including script
+-- before it, as for every library that names the shard's keys.
 --
 -- A shard of a sharded layout (ns is not '${NAMESPACE}') delivers in two steps,
 -- so that each script touches one Redis Cluster slot: here a due message is
@@ -16,6 +23,11 @@
 --! include outbox.lua
 --! include pending.lua
 --! include status_keys.lua
+--! include horizon.lua
+local function delivery(ctx)
+local journal_ttl, rejects_key, box = ctx.journal_ttl, ctx.rejects_key, ctx.box
+local inbound_key, horizon_ms = ctx.inbound_key, ctx.horizon_ms
+local d = {}
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = string.format('%d', now_ms)
@@ -118,16 +130,16 @@ local function inbound_send(id, topic, body, key, headers, due, attempt, cascade
     record[#record + 1] = key
   end
   if cascade then
-    record[#record + 1] = 'cascade'
+    record[#record + 1] = '${CASCADE}'
     record[#record + 1] = '1'
   end
   redis.call('XADD', inbound_key, '*', unpack(record))
 end
 -- Schedule a reschedule's new message: into the outbox if due within the
 -- scheduler's horizon, or else onto the inbound stream, as the near path does.
-local placed_in_outbox = false
+d.placed_in_outbox = false
 local function place(id, topic, body, key, headers, due, attempt, via_inbound)
-  if via_inbound or tonumber(due) - now_ms > horizon_ms then
+  if via_inbound or not is_near(due, now_ms, horizon_ms) then
     inbound_send(id, topic, body, key, headers, due, attempt, false)
     return
   end
@@ -135,19 +147,19 @@ local function place(id, topic, body, key, headers, due, attempt, via_inbound)
       journal_of(due), cancels_of(due)) then
     counts.accepted = counts.accepted + 1
     pending_add(due, topic, 1)
-    placed_in_outbox = true
+    d.placed_in_outbox = true
   end
 end
 -- Drop a message that a cancel named; a copy dropped already is a duplicate.
 -- A reschedule's request ("<ms>:<new id>:<new due ms>") sends the message
 -- again, as the new id: only here, where it is dropped, is its body at hand.
--- A request that a change of the shard count copied here ends in ":i" if the
+-- A request that a change of the shard count copied here ends in ${VIA_INBOUND} if the
 -- new id is of another shard now: it goes through the inbound stream, which
 -- routes it there (see redis/layout.py).
 local function drop(topic, id, body, key, headers, due, attempt, journal, cancels)
   local _, new_id, new_due, via = string.match(redis.call('HGET', cancels, id) or '',
     '^([^:]*):([^:]+):(%d+)(.*)$')
-  local mark = new_id and ('rescheduled:' .. new_id) or 'cancelled'
+  local mark = new_id and ('${RESCHEDULED}' .. new_id) or '${CANCELLED}'
   if journal_put(journal, id, mark) ~= 1 then
     counts.duplicates = counts.duplicates + 1
     pending_add(due, topic, -1)
@@ -155,7 +167,9 @@ local function drop(topic, id, body, key, headers, due, attempt, journal, cancel
   end
   counts.dropped = counts.dropped + 1
   pending_drop(due, topic, id, cancels)
-  if new_id then place(new_id, topic, body, key, headers, new_due, attempt, via == ':i') end
+  if new_id then
+    place(new_id, topic, body, key, headers, new_due, attempt, via == '${VIA_INBOUND}')
+  end
 end
 -- Deliver a due message, or drop it if a cancel was requested for it meanwhile
 -- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
@@ -193,4 +207,11 @@ local function flush_counts(stats, lateness)
     redis.call('LTRIM', box[3], 0, 0)
   end
   pending_flush()
+end
+d.now_ms, d.now, d.counts, d.ready_key = now_ms, now, counts, ready_key
+d.add_reject, d.count_delivered, d.reject_undelivered = add_reject, count_delivered,
+  reject_undelivered
+d.inbound_send, d.drop, d.deliver_or_drop = inbound_send, drop, deliver_or_drop
+d.deliver_waiting, d.flush_counts = deliver_waiting, flush_counts
+return d
 end
