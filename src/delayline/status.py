@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Literal
 
 from delayline import ids
-from delayline.redis.scripts import CANCELLED_MARK, RESCHEDULED_MARK
+from delayline.redis.lua_source import CANCELLED_MARK, RESCHEDULED_MARK
 from delayline.timing import format_time, from_epoch_ms
 
 State = Literal["pending", "delivered", "cancelled", "rescheduled", "rejected", "unknown"]
@@ -100,7 +100,7 @@ def infer_status(
         return MessageStatus(message_id, "rejected", deliver_at_ms, reason=reason)
     if cancel_requested is not None:
         # "<ms>" for a cancel, "<ms>:<new id>:<new due ms>" for a reschedule (and
-        # scripts.VIA_INBOUND after it once a change of the shard count copied it).
+        # lua_source.VIA_INBOUND after it once a change of the shard count copied it).
         parts = cancel_requested.split(b":")
         if len(parts) >= 3:
             new_id = parts[1].decode()

@@ -12,7 +12,7 @@ import redis
 
 from delayline import AsyncClient, Client
 from delayline.errors import TransportError
-from delayline.redis import keys, scripts
+from delayline.redis import keys, lua_source, scripts
 from delayline.redis.connection import RedisConnection
 from delayline.redis.store import DeliveryStore
 from delayline.timing import is_near, now_ms
@@ -79,7 +79,7 @@ def test_a_script_error_other_than_noscript_is_raised_not_retried(
 
 
 #: The horizon library, and a call of its rule with (due ms, now ms, horizon ms).
-IS_NEAR = scripts.load("horizon.lua") + (
+IS_NEAR = lua_source.load("horizon.lua") + (
     "return is_near(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])) and 1 or 0\n"
 )
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from delayline.errors import DelaylineError
-from delayline.redis import scripts
+from delayline.redis import lua_source, scripts
 
 
 def files_of(name: str) -> set[str]:
     """``name`` and every file it includes, directly or not."""
-    text = (scripts.LUA_DIR / name).read_text(encoding="utf-8")
+    text = (lua_source.LUA_DIR / name).read_text(encoding="utf-8")
     found = {name}
     for library in re.findall(r"^--! include (\S+)$", text, re.MULTILINE):
         found |= files_of(library)
@@ -28,12 +28,12 @@ def write(directory: Path, **files: str) -> Path:
 
 
 def lua_files() -> set[str]:
-    return {path.name for path in scripts.LUA_DIR.iterdir() if path.name.endswith(".lua")}
+    return {path.name for path in lua_source.LUA_DIR.iterdir() if path.name.endswith(".lua")}
 
 
 def test_each_script_is_its_file_loaded_and_known_by_its_sha() -> None:
     for script in scripts.ALL:
-        assert script.text == scripts.load(script.file)
+        assert script.text == lua_source.load(script.file)
         assert script.sha == hashlib.sha1(script.text.encode()).hexdigest()
         assert scripts.by_sha(script.sha.encode()) is script
         assert script.command(script.keys(**dict.fromkeys(script.key_names, "k")), [1])[:3] == (
@@ -72,7 +72,7 @@ def test_each_script_uses_exactly_the_keys_it_declares() -> None:
 def test_no_library_reads_keys_of_its_own() -> None:
     entry_files = {script.file for script in scripts.ALL}
     for name in lua_files() - entry_files:
-        text = scripts.load(name)
+        text = lua_source.load(name)
         assert "KEYS" not in text, name
         assert "ARGV" not in text, name
 
@@ -84,13 +84,13 @@ NOT_MARKERS = re.compile(r"'(MAXLEN|MINID)', '~'")
 
 def code_of(name: str) -> str:
     """The raw code lines of Lua file ``name``: its comments are prose."""
-    lines = (scripts.LUA_DIR / name).read_text(encoding="utf-8").splitlines()
+    lines = (lua_source.LUA_DIR / name).read_text(encoding="utf-8").splitlines()
     return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
 
 
-@pytest.mark.parametrize("marker", sorted(scripts.MARKERS))
+@pytest.mark.parametrize("marker", sorted(lua_source.MARKERS))
 def test_no_lua_file_spells_a_marker_instead_of_its_name(marker: str) -> None:
-    value = scripts.MARKERS[marker].decode()
+    value = lua_source.MARKERS[marker].decode()
     for name in sorted(lua_files()):
         raw = NOT_MARKERS.sub("", code_of(name))
         for quote in ("'", '"'):
@@ -98,8 +98,8 @@ def test_no_lua_file_spells_a_marker_instead_of_its_name(marker: str) -> None:
 
 
 def test_every_marker_reaches_lua_as_its_value() -> None:
-    for name, value in scripts.MARKERS.items():
-        assert scripts.LUA_CONSTANTS[name] == value.decode()
+    for name, value in lua_source.MARKERS.items():
+        assert lua_source.LUA_CONSTANTS[name] == value.decode()
 
 
 def test_a_library_included_by_two_paths_appears_once(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_a_library_included_by_two_paths_appears_once(tmp_path: Path) -> None:
         middle="--! include base.lua\nlocal middle = base + 1\n",
         top="--! include base.lua\n--! include middle.lua\n\nreturn base + middle\n",
     )
-    assert scripts.load("top.lua", tmp_path, {"ONE": 1}) == (
+    assert lua_source.load("top.lua", tmp_path, {"ONE": 1}) == (
         "local base = 1\nlocal middle = base + 1\nreturn base + middle\n"
     )
 
@@ -117,11 +117,11 @@ def test_a_library_included_by_two_paths_appears_once(tmp_path: Path) -> None:
 def test_a_missing_include_raises(tmp_path: Path) -> None:
     write(tmp_path, top="--! include gone.lua\nreturn 1\n")
     with pytest.raises(DelaylineError, match=r"gone\.lua"):
-        scripts.load("top.lua", tmp_path, {})
+        lua_source.load("top.lua", tmp_path, {})
 
 
 @pytest.mark.parametrize("code", ["return ${TWO}", "return ${ONE", "return '${}'"])
 def test_a_placeholder_without_its_constant_raises(tmp_path: Path, code: str) -> None:
     write(tmp_path, top=code + "\n")
     with pytest.raises(DelaylineError, match=r"top\.lua"):
-        scripts.load("top.lua", tmp_path, {"ONE": 1})
+        lua_source.load("top.lua", tmp_path, {"ONE": 1})

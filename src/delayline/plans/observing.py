@@ -356,22 +356,10 @@ def outbox_listing(request: ListRequest, *, shards: int = 1) -> Plan[list[Pendin
         return Plan([command], lambda replies: parse(index, replies), "list the outbox")
 
     def parse(index: int, replies: list[Any]) -> list[PendingMessage] | Plan[list[PendingMessage]]:
-        next_rank, *values = replies[0]
-        for i in range(0, len(values), 6):
-            entry_id, topic, key, due, attempt, size = values[i : i + 6]
-            found.append(
-                PendingMessage(
-                    as_text(entry_id),
-                    as_text(topic),
-                    as_text(key),
-                    int(due),
-                    int(attempt),
-                    int(size),
-                    "outbox",
-                )
-            )
-        if int(next_rank) >= 0 and len(found) < request.limit * (index + 1):
-            return call(index, int(next_rank))
+        next_rank, page = scripts.outbox_page(replies[0])
+        found.extend(page)
+        if next_rank >= 0 and len(found) < request.limit * (index + 1):
+            return call(index, next_rank)
         if index + 1 < len(layout):
             return call(index + 1, 0)
         return found

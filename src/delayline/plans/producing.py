@@ -12,7 +12,7 @@ from delayline.errors import MessageStateError
 from delayline.model import Cancel, Message
 from delayline.plans import Plan, xadd
 from delayline.redis import keys, scripts
-from delayline.redis.commands import Command, as_text
+from delayline.redis.commands import Command
 from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS, is_near
 from delayline.validation import Limits, check_horizon
@@ -227,7 +227,7 @@ def reschedule(
         return Plan([command], done, "reschedule")
 
     def done(replies: list[Any]) -> str:
-        outcome, value = (as_text(part) for part in replies[-1])
+        outcome, value = scripts.reschedule_outcome(replies[-1])
         if outcome == "rescheduled":
             return new_id
         # The status said pending, but a delivery, cancel or reschedule came first.

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from delayline.redis import keys
 from delayline.redis.connection import RedisConnection
-from delayline.redis.scripts import FORECAST_TAKEN, VIA_INBOUND
+from delayline.redis.lua_source import FORECAST_TAKEN, VIA_INBOUND
 
 #: Entries moved from an unread inbound stream per transaction.
 MOVE_BATCH = 500

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from delayline import ids, timing
 from delayline.errors import DelaylineError
 from delayline.model import Cancel, decode_record
-from delayline.redis import scripts
+from delayline.redis import lua_source
 from delayline.scheduler import packs
 from delayline.validation import Limits
 
@@ -25,7 +25,7 @@ def entry_time_ms(entry_id: str) -> int:
 
 #: The inbound field that marks a send handed down from a coarse slot (not a new
 #: message); spelled once, in the marker table shared with the Lua scripts.
-CASCADE_FIELD = scripts.CASCADE_FIELD
+CASCADE_FIELD = lua_source.CASCADE_FIELD
 
 
 #: Fields the scheduler adds to a reject; an original field of the same name is
