@@ -73,8 +73,9 @@ def with_published(
 
 
 def send(messages: list[Message], published: Published = Published()) -> Plan[list[str]]:
-    """Schedule the messages, all or none: each one due within the scheduler's horizon
-    straight into its shard's outbox, every other one onto its inbound stream."""
+    """Schedule the messages, all or none (one transaction; see redis/scripts.py for the
+    round trip after Redis lost its scripts): each one due within the scheduler's
+    horizon straight into its shard's outbox, every other one onto its inbound stream."""
     commands = schedule(messages, published)
     return Plan(
         commands, lambda _: [message.id for message in messages], "send messages", transaction=True

@@ -178,9 +178,9 @@ def _spliced(
 def run_commands(
     client: redis.Redis, commands: Sequence[Command], *, transaction: bool, errors_ok: bool
 ) -> list[Any]:
-    """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``), the one way
-    every script is called: EVALSHA, and, for the calls that Redis answers NOSCRIPT,
-    SCRIPT LOAD and the calls once more (see :mod:`delayline.redis.scripts`).
+    """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``), and a second
+    for the script calls that Redis answers NOSCRIPT: their SCRIPT LOADs and the
+    calls once more (the one way to call a script, see :mod:`delayline.redis.scripts`).
 
     With ``errors_ok``, a command's error is returned in its place instead of
     raised. Raises redis-py's errors.
@@ -277,7 +277,8 @@ class RedisConnection:
     def execute(
         self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
     ) -> list[Any]:
-        """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``).
+        """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``; see
+        :func:`run_commands` for a script Redis lacks).
 
         With ``errors_ok``, a command's error is returned in its place instead
         of raised. Other errors raise TransportError: "cannot <action>: ...".

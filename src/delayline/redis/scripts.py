@@ -19,13 +19,16 @@ declaration.
 
 One way to call a script: ``EVALSHA`` (:meth:`Script.command`), and when Redis
 answers ``NOSCRIPT`` (a new, restarted or flushed server), ``SCRIPT LOAD`` and
-the same call once more (``connection.run_commands``, under both clients and
-every server side). The text then crosses the network once per server, not
-with every call: the near path's script is 4 KB, the sink's 11 KB. In a
-MULTI/EXEC Redis runs the other commands even when one answers ``NOSCRIPT``,
+the same call once more, in redis/connection.py (``run_commands`` for the
+plans of both clients, ``RedisConnection._script`` for the scheduler's sides).
+Why not the alternatives: sending ``SCRIPT LOAD`` (or ``EVAL``) with every call
+puts the text on the wire each time (the near path's script is 4 KB, the
+sink's 11 KB); redis-py's ``register_script`` asks ``SCRIPT EXISTS`` in a round
+trip of its own before every pipeline, and cannot serve the sans-IO plans. In
+a MULTI/EXEC Redis runs the other commands even when one answers ``NOSCRIPT``,
 so only the calls that failed run again (in a transaction of their own): each
-write still happens once; what a reader can see for one round trip is the
-transaction's other commands without those calls.
+write still happens once, and for one round trip after a server lost its
+scripts a reader may see the transaction's other commands without those calls.
 """
 
 from __future__ import annotations
@@ -105,8 +108,9 @@ def by_sha(sha: str | bytes) -> Script | None:
     return _BY_SHA.get(sha.decode() if isinstance(sha, bytes) else sha)
 
 
-#: Every key a shard script builds from its namespace (its last key) lies in the
-#: shard's slot too: status hashes (lua/status_keys.lua), forecast (lua/pending.lua).
+# The libraries name the shard's other keys (status hashes in lua/status_keys.lua, the
+# forecast in lua/pending.lua) from ``ns``, the namespace: each shard script takes it
+# as its last key and sets ``ns`` before its includes. So they share the shard's slot.
 
 #: The count-th inbound entry's id after a given one (lua/last_id_within.lua).
 #: ARGV: after id, count. Replies an entry id, or nil.
