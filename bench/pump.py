@@ -35,7 +35,7 @@ from delayline import Client
 from delayline.redis import keys, scripts
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.redis.inbound import StreamEntry
-from delayline.redis.store import DeliveryStore, pump_keys
+from delayline.redis.store import DeliveryStore
 from delayline.scheduler.runtime.pump import PUMP_BATCH
 from delayline.timing import HORIZON_MS, now_ms
 
@@ -72,12 +72,12 @@ PUMP_PARTS = (
     ("lateness count", "for _, bound in ipairs(bounds) do", "for _, bound in ipairs({}) do"),
     (
         "delivery (read and remove only)",
-        "for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end",
+        "for _, id in ipairs(due_ids) do d.deliver_waiting(KEYS[2], id) end",
         "for _, id in ipairs(due_ids) do outbox_get(KEYS[2], id) end",
     ),
     (
         "read (remove only)",
-        "for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end",
+        "for _, id in ipairs(due_ids) do d.deliver_waiting(KEYS[2], id) end",
         "",
     ),
 )
@@ -88,10 +88,10 @@ def _breakdown(url: str, messages: int) -> dict[str, float]:
     PUMP_PARTS taken out, all timed the same way."""
     result = {}
     for name, part, replacement in (("nothing", "", ""), *PUMP_PARTS):
-        if part not in scripts.PUMP:
+        if part not in scripts.PUMP.text:
             raise AssertionError(f"the pump script has no {name!r} part any more: {part!r}")
         redis.Redis.from_url(url).flushall()
-        script = scripts.PUMP.replace(part, replacement)
+        script = scripts.PUMP.text.replace(part, replacement)
         result[name] = _pump(url, messages, script)["redis_us_per_message"]
     return result
 
@@ -113,7 +113,7 @@ def _pump(url: str, messages: int, script: str | None = None) -> dict[str, float
     cpu_s = redis_cpu_s(raw)
     calls, started = 0, time.perf_counter()
     while (
-        variant(keys=pump_keys(keys.UNSHARDED), args=[PUMP_BATCH, 3600, HORIZON_MS])[0]
+        variant(keys=scripts.PUMP.keys(keys.UNSHARDED), args=[PUMP_BATCH, 3600, HORIZON_MS])[0]
         if variant is not None
         else store.pump(PUMP_BATCH, 3600).moved
     ):

@@ -23,17 +23,13 @@ from datetime import datetime
 from typing import Literal
 
 from delayline import ids
+from delayline.redis.lua_source import CANCELLED_MARK, RESCHEDULED_MARK
 from delayline.timing import format_time, from_epoch_ms
 
 State = Literal["pending", "delivered", "cancelled", "rescheduled", "rejected", "unknown"]
 
 #: A message due less than this long ago may still be in flight (ms).
 IN_FLIGHT_GRACE_MS = 30_000
-
-#: The journal value that marks a message dropped by a cancel.
-CANCELLED_MARK = b"cancelled"
-#: The journal value that marks a message replaced by a reschedule precedes its new id.
-RESCHEDULED_MARK = b"rescheduled:"
 
 
 @dataclass(frozen=True)
@@ -103,8 +99,8 @@ def infer_status(
         reason = rejected.decode("utf-8", "replace")
         return MessageStatus(message_id, "rejected", deliver_at_ms, reason=reason)
     if cancel_requested is not None:
-        # "<ms>" for a cancel, "<ms>:<new id>:<new due ms>" for a reschedule (and ":i"
-        # after it once a change of the shard count copied it, see redis/layout.py).
+        # "<ms>" for a cancel, "<ms>:<new id>:<new due ms>" for a reschedule (and
+        # lua_source.VIA_INBOUND after it once a change of the shard count copied it).
         parts = cancel_requested.split(b":")
         if len(parts) >= 3:
             new_id = parts[1].decode()

@@ -10,4 +10,4 @@ from delayline.redis import scripts
 
 @pytest.mark.parametrize(("name", "part"), [(name, part) for name, part, _ in PUMP_PARTS])
 def test_each_part_the_breakdown_takes_out_is_in_the_pump_script(name: str, part: str) -> None:
-    assert part in scripts.PUMP, f"the pump script has no {name!r} part any more"
+    assert part in scripts.PUMP.text, f"the pump script has no {name!r} part any more"

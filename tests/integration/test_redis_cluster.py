@@ -20,7 +20,6 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from delayline.ids import deliver_at_ms_of, new_message_id
-from delayline.plans import producing
 from delayline.redis import keys, scripts
 from delayline.redis.embedded import server_executable
 from delayline.redis.store import DeliveryStore
@@ -118,8 +117,8 @@ def test_each_shards_scripts_and_delivery_steps_run_on_a_cluster(cluster: RedisC
     topics = ["orders", "billing", "audit"]
     assert len({cluster.keyslot(topic) * 3 // SLOTS for topic in topics}) > 1
     store = DeliveryStore(cluster)  # type: ignore[arg-type]
-    cancel = cluster.register_script(scripts.CANCEL)
-    cluster.script_load(scripts.SEND_NEAR)  # on every master
+    cluster.script_load(scripts.CANCEL.text)  # on every master
+    cluster.script_load(scripts.SEND_NEAR.text)
     now = now_ms()
     expected: dict[str, int] = {}
     cancelled: list[str] = []
@@ -137,15 +136,17 @@ def test_each_shards_scripts_and_delivery_steps_run_on_a_cluster(cluster: RedisC
         assert result.written == 6
         # A cancel (the SDK's request) of one waiting in the outbox.
         args = scripts.cancel_args(now, 60_000, [(soon[0], deliver_at_ms_of(soon[0]), "")])
-        assert cancel(keys=[shard.namespace], args=args) == 1
+        call = scripts.CANCEL.command(scripts.CANCEL.keys(shard), args)
+        assert cluster.execute_command(*call) == 1
         cancelled.append(soon[0])
         # The SDK's near path into the same shard's outbox.
         near = ids_in(n, 1, now + 300)[0]
         due = str(deliver_at_ms_of(near)).encode()
         record = {b"v": b"1", b"op": b"send", b"id": near.encode(), b"topic": b"orders",
                   b"body": b"x", b"deliver_at_ms": due}  # fmt: skip
-        _, sha, numkeys, *rest = producing._send_near([record], shard, 60_000)
-        assert cluster.execute_command("EVALSHA", sha, numkeys, *rest) == 1
+        near_args = scripts.send_near_args([record], 60_000)
+        call = scripts.SEND_NEAR.command(scripts.SEND_NEAR.keys(shard), near_args)
+        assert cluster.execute_command(*call) == 1
         for message_id in [*due_now, *soon[1:], near]:
             expected[message_id] = deliver_at_ms_of(message_id)
     assert len(masters) > 1, "the shards are spread over the masters"

@@ -215,8 +215,11 @@ def test_a_sharded_delivery_reaches_its_topic_once_whatever_is_repeated(
         args: list[Any] = [3_600]
         for entry_id, fields in entries:
             args += [entry_id, len(fields), *(p for pair in fields.items() for p in pair)]
-        deliver = raw_redis.register_script(scripts.DELIVER_READY)
-        assert deliver(keys=["orders", keys.topic_written("orders")], args=args) == []
+        written = keys.topic_written("orders")
+        script_keys = scripts.DELIVER_READY.keys(topic="orders", written=written)
+        assert (
+            raw_redis.eval(scripts.DELIVER_READY.text, len(script_keys), *script_keys, *args) == []
+        )
         assert store.flush_ready(shard, 3_600) == 1
         assert store.flush_ready(shard, 3_600) == 0
         [(_, entry)] = raw_redis.xrange("orders")

@@ -3,8 +3,10 @@ of their own, by the shard's hash tag."""
 
 from __future__ import annotations
 
-from delayline.plans import producing
-from delayline.redis import keys, store
+import pytest
+
+from delayline.errors import DelaylineError
+from delayline.redis import keys, scripts
 
 
 def crc16(data: bytes) -> int:
@@ -51,26 +53,50 @@ def test_the_streams_read_are_the_default_one_then_each_shard() -> None:
     assert keys.inbound_for("01M87N869M4T14JMZ993P04STH", 1) == keys.INBOUND
 
 
-def test_every_key_a_shard_script_declares_or_builds_is_in_its_shards_slot() -> None:
+#: The topic of the topic scripts' keys below.
+TOPIC = "orders"
+
+
+def given_keys(shard: keys.ShardKeys) -> dict[str, str]:
+    """Each key a caller gives a script by name, as the callers build it in ``shard``."""
+    return {
+        "marker": shard.sink_marker("query", 3, "handoff"),
+        "ingest_marker": shard.ingest_marker("query", 3),
+        "topic": TOPIC,
+        "written": keys.topic_written(TOPIC),
+    }
+
+
+def test_every_key_a_script_declares_is_in_its_shards_slot_or_its_topics() -> None:
     slots = set()
     for n in range(8):
         shard = keys.shard_keys(n)
         home = slot(shard.namespace)
-        near = producing._send_near([{b"id": b"i"}], shard, 1_000)
-        declared = [
-            *store.pump_keys(shard),
-            *store.chunk_keys(shard, shard.sink_marker("query", 3, "handoff")),
-            *near[3:9],
-            shard.ingest_marker("query", 3),
-        ]
-        # The keys the scripts build from the namespace (their last key) and a minute.
+        for script in scripts.ALL:
+            given = {k: v for k, v in given_keys(shard).items() if k in script.key_names}
+            declared = zip(script.key_names, script.keys(shard, **given), strict=True)
+            for name, key in declared:
+                expected = slot(TOPIC) if name in script.topic_keys else home
+                assert slot(key) == expected, (script.file, name, key)
+            # The libraries name the shard's other keys from its namespace, the last key.
+            if "namespace" in script.key_names:
+                assert script.key_names[-1] == "namespace", script.file
+        # The keys the scripts build from the namespace and a minute.
         built = [shard.journal(0), shard.cancel_requests(0), shard.rejected(0)]
         built += [shard.forecast(1), shard.forecast(1) + ":s", shard.forecast_index]
-        assert {slot(key) for key in declared + built} == {home}, shard
-        # The namespace each script builds names from is its last key.
-        assert store.pump_keys(shard)[-1] == near[8] == shard.namespace
+        built += [shard.ready, shard.target, shard.topics]
+        assert {slot(key) for key in built} == {home}, shard
         slots.add(home)
     assert len(slots) == 8
+
+
+def test_a_script_refuses_keys_it_does_not_declare_or_lacks() -> None:
+    with pytest.raises(DelaylineError, match="no key"):
+        scripts.PUMP.keys(keys.UNSHARDED, topic="orders")
+    with pytest.raises(DelaylineError, match="no key marker"):
+        scripts.WRITE_CHUNK.keys(keys.UNSHARDED)
+    with pytest.raises(DelaylineError, match="takes 1 keys"):
+        scripts.CANCEL.command(("a", "b"), ())
 
 
 def test_one_shard_keeps_the_unsharded_names() -> None:
@@ -88,7 +114,7 @@ def test_a_sharded_deliverys_steps_each_keep_to_one_slot() -> None:
         assert slot(keys.topic_written(topic) + ":28000000") == slot(topic)
     for n in range(8):
         shard = keys.shard_keys(n)
-        settle = [shard.ready, shard.stats, shard.lateness, shard.rejects, shard.namespace]
+        settle = scripts.SETTLE_READY.keys(shard)
         assert {slot(key) for key in settle} == {slot(shard.namespace)}
 
 

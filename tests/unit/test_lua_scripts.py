@@ -9,27 +9,12 @@ from pathlib import Path
 import pytest
 
 from delayline.errors import DelaylineError
-from delayline.redis import scripts
-
-#: Each script's constant in scripts.py and the file it is loaded from.
-SCRIPTS = {
-    "LAST_ID_WITHIN": "last_id_within.lua",
-    "COUNT_INGEST": "count_ingest.lua",
-    "CANCEL": "cancel.lua",
-    "RESCHEDULE": "reschedule.lua",
-    "LIST_OUTBOX": "list_outbox.lua",
-    "SEND_NEAR": "send_near.lua",
-    "WRITE_CHUNK": "write_chunk.lua",
-    "PUMP": "pump.lua",
-    "DELIVER_READY": "deliver_ready.lua",
-    "SETTLE_READY": "settle_ready.lua",
-    "TRIM_TOPIC": "trim_topic.lua",
-}
+from delayline.redis import lua_source, scripts
 
 
 def files_of(name: str) -> set[str]:
     """``name`` and every file it includes, directly or not."""
-    text = (scripts.LUA_DIR / name).read_text(encoding="utf-8")
+    text = (lua_source.LUA_DIR / name).read_text(encoding="utf-8")
     found = {name}
     for library in re.findall(r"^--! include (\S+)$", text, re.MULTILINE):
         found |= files_of(library)
@@ -42,28 +27,79 @@ def write(directory: Path, **files: str) -> Path:
     return directory
 
 
-def test_each_script_is_its_file_loaded() -> None:
-    for constant, name in SCRIPTS.items():
-        assert getattr(scripts, constant) == scripts.load(name)
+def lua_files() -> set[str]:
+    return {path.name for path in lua_source.LUA_DIR.iterdir() if path.name.endswith(".lua")}
+
+
+def test_each_script_is_its_file_loaded_and_known_by_its_sha() -> None:
+    for script in scripts.ALL:
+        assert script.text == lua_source.load(script.file)
+        assert script.sha == hashlib.sha1(script.text.encode()).hexdigest()
+        assert scripts.by_sha(script.sha.encode()) is script
+        assert script.command(script.keys(**dict.fromkeys(script.key_names, "k")), [1])[:3] == (
+            "EVALSHA", script.sha, len(script.key_names),
+        )  # fmt: skip
 
 
 def test_every_lua_file_is_used() -> None:
-    files = {path.name for path in scripts.LUA_DIR.iterdir() if path.name.endswith(".lua")}
-    used = set().union(*(files_of(name) for name in SCRIPTS.values()))
-    assert files == used
+    used = set().union(*(files_of(script.file) for script in scripts.ALL))
+    assert lua_files() == used
 
 
 def test_no_directive_or_placeholder_is_left() -> None:
-    for constant in SCRIPTS:
-        text = getattr(scripts, constant)
-        assert "${" not in text, constant
-        assert "--! include" not in text, constant
+    for script in scripts.ALL:
+        assert "${" not in script.text, script.file
+        assert "--! include" not in script.text, script.file
 
 
 def test_a_library_is_taken_in_once() -> None:
     # write_chunk.lua has outbox.lua through delivery.lua only; the near path's has it directly.
-    for constant in ("SEND_NEAR", "WRITE_CHUNK", "PUMP"):
-        assert getattr(scripts, constant).count("local function outbox_put(") == 1
+    for script in (scripts.SEND_NEAR, scripts.WRITE_CHUNK, scripts.PUMP):
+        assert script.text.count("local function outbox_put(") == 1
+
+
+def test_each_script_uses_exactly_the_keys_it_declares() -> None:
+    for script in scripts.ALL:
+        indexes = re.findall(r"KEYS\s*\[([^\]]*)\]", script.text)
+        # Only literal indexes: a computed one could reach a key nobody declared.
+        assert all(index.strip().isdigit() for index in indexes), (script.file, indexes)
+        used = {int(index) for index in indexes}
+        assert used == set(range(1, len(script.key_names) + 1)), (script.file, script.key_names)
+        # KEYS goes whole nowhere (#KEYS, unpack(KEYS)): each key is taken by its index.
+        assert re.search(r"KEYS(?!\s*\[)", script.text) is None, script.file
+
+
+def test_no_library_reads_keys_of_its_own() -> None:
+    entry_files = {script.file for script in scripts.ALL}
+    for name in lua_files() - entry_files:
+        text = lua_source.load(name)
+        assert "KEYS" not in text, name
+        assert "ARGV" not in text, name
+
+
+#: Redis syntax that spells a marker's value without meaning the marker: XTRIM's
+#: "approximately" flag.
+NOT_MARKERS = re.compile(r"'(MAXLEN|MINID)', '~'")
+
+
+def code_of(name: str) -> str:
+    """The raw code lines of Lua file ``name``: its comments are prose."""
+    lines = (lua_source.LUA_DIR / name).read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+
+
+@pytest.mark.parametrize("marker", sorted(lua_source.MARKERS))
+def test_no_lua_file_spells_a_marker_instead_of_its_name(marker: str) -> None:
+    value = lua_source.MARKERS[marker].decode()
+    for name in sorted(lua_files()):
+        raw = NOT_MARKERS.sub("", code_of(name))
+        for quote in ("'", '"'):
+            assert quote + value not in raw, f"{name} spells {value!r}: write '${{{marker}}}'"
+
+
+def test_every_marker_reaches_lua_as_its_value() -> None:
+    for name, value in lua_source.MARKERS.items():
+        assert lua_source.LUA_CONSTANTS[name] == value.decode()
 
 
 def test_a_library_included_by_two_paths_appears_once(tmp_path: Path) -> None:
@@ -73,7 +109,7 @@ def test_a_library_included_by_two_paths_appears_once(tmp_path: Path) -> None:
         middle="--! include base.lua\nlocal middle = base + 1\n",
         top="--! include base.lua\n--! include middle.lua\n\nreturn base + middle\n",
     )
-    assert scripts.load("top.lua", tmp_path, {"ONE": 1}) == (
+    assert lua_source.load("top.lua", tmp_path, {"ONE": 1}) == (
         "local base = 1\nlocal middle = base + 1\nreturn base + middle\n"
     )
 
@@ -81,15 +117,11 @@ def test_a_library_included_by_two_paths_appears_once(tmp_path: Path) -> None:
 def test_a_missing_include_raises(tmp_path: Path) -> None:
     write(tmp_path, top="--! include gone.lua\nreturn 1\n")
     with pytest.raises(DelaylineError, match=r"gone\.lua"):
-        scripts.load("top.lua", tmp_path, {})
+        lua_source.load("top.lua", tmp_path, {})
 
 
 @pytest.mark.parametrize("code", ["return ${TWO}", "return ${ONE", "return '${}'"])
 def test_a_placeholder_without_its_constant_raises(tmp_path: Path, code: str) -> None:
     write(tmp_path, top=code + "\n")
     with pytest.raises(DelaylineError, match=r"top\.lua"):
-        scripts.load("top.lua", tmp_path, {"ONE": 1})
-
-
-def test_the_near_paths_sha_is_its_scripts() -> None:
-    assert hashlib.sha1(scripts.SEND_NEAR.encode()).hexdigest() == scripts.SEND_NEAR_SHA
+        lua_source.load("top.lua", tmp_path, {"ONE": 1})

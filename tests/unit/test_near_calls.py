@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from delayline.model import Message
 from delayline.plans import producing
-from delayline.redis import keys
+from delayline.redis import keys, scripts
+from delayline.validation import Limits
 
 
 def record(body_bytes: int) -> dict[bytes, bytes]:
@@ -24,17 +26,26 @@ def test_near_calls_end_early_at_their_byte_budget() -> None:
     assert [len(group) for group in groups] == [1, 2, 1]
 
 
-def test_one_script_call_per_group_after_loading_the_script() -> None:
-    records = [record(1) for _ in range(producing.NEAR_PER_CALL + 1)]
-    shard = keys.shard_keys(1)
-    commands = [
-        producing._send_near(group, shard, 30_000) for group in producing.near_calls(records)
+def test_one_script_call_per_group_in_each_shard_as_its_declaration_says() -> None:
+    published = producing.Published(shards=2, horizon_ms=30_000, history=(2,))
+    messages = [
+        Message.create("t", b"x", now_ms=1_000, limits=Limits(), delay=5_000)
+        for _ in range(2 * producing.NEAR_PER_CALL + 3)
     ]
-    assert [command[0] for command in commands] == ["EVALSHA", "EVALSHA"]
-    # the shard's keys, its namespace last
-    assert commands[1][3:9] == (
-        shard.outbox, shard.outbox_data, shard.outbox_bell, shard.inbound, shard.stats,
-        shard.namespace,
-    )  # fmt: skip
-    # horizon, then per record: its field count and its fields and values
-    assert commands[1][9:] == (30_000, 2, b"id", b"i", b"body", b"x")
+    far = Message.create("t", b"x", now_ms=1_000, limits=Limits(), delay=60_000)
+    commands = producing.schedule([*messages, far], published)
+    assert commands[0][:3] == ("XADD", keys.inbound_for(far.id, 2), "*")
+    calls = commands[1:]
+    script = scripts.SEND_NEAR
+    assert {command[:3] for command in calls} == {("EVALSHA", script.sha, len(script.key_names))}
+    by_shard = keys.by_shard(messages, 2, lambda message: message.id)
+    expected = [
+        script.command(script.keys(shard), scripts.send_near_args(group, 30_000))
+        for shard, shard_messages in by_shard.items()
+        for group in producing.near_calls([message.to_record() for message in shard_messages])
+    ]
+    assert calls == expected
+
+
+def test_the_near_paths_arguments_are_the_horizon_then_each_record() -> None:
+    assert scripts.send_near_args([record(1)], 30_000) == [30_000, 2, b"id", b"i", b"body", b"x"]

@@ -4,6 +4,7 @@ import pytest
 
 from delayline.errors import InvalidMessageIdError
 from delayline.ids import new_message_id
+from delayline.redis.lua_source import CANCELLED_MARK, RESCHEDULED_MARK, VIA_INBOUND
 from delayline.status import IN_FLIGHT_GRACE_MS, infer_status
 
 DUE_MS = 1_800_000_000_000
@@ -24,15 +25,29 @@ def infer(**records: object) -> str:
 
 def test_records_decide_in_order() -> None:
     assert infer(journal=b"1800000000042") == "delivered"
-    assert infer(journal=b"cancelled") == "cancelled"
+    assert infer(journal=CANCELLED_MARK) == "cancelled"
     assert infer(rejected=b"bad topic") == "rejected"
     assert infer(cancel_requested=b"1799999999000") == "cancelled"
     rescheduled = f"1799999999000:{new_message_id(DUE_MS + 5)}:{DUE_MS + 5}".encode()
     assert infer(cancel_requested=rescheduled) == "rescheduled"
     # As a change of the shard count copies it (redis/layout.py).
-    assert infer(cancel_requested=rescheduled + b":i") == "rescheduled"
+    assert infer(cancel_requested=rescheduled + VIA_INBOUND) == "rescheduled"
     # A cancel that lost the race to the delivery: the delivery is the truth.
     assert infer(journal=b"1800000000042", cancel_requested=b"1") == "delivered"
+
+
+def test_a_reschedules_journal_value_names_the_new_message() -> None:
+    # The journal values are the ones delivery.lua writes, from the shared marker table.
+    new_id = new_message_id(DUE_MS + 5)
+    replaced = infer_status(
+        ID,
+        journal=RESCHEDULED_MARK + new_id.encode(),
+        rejected=None,
+        cancel_requested=None,
+        last_batch_at_ms=None,
+        now_ms=DUE_MS,
+    )
+    assert (replaced.state, replaced.rescheduled_to) == ("rescheduled", new_id)
 
 
 def test_delivered_carries_its_time_and_rejected_its_reason() -> None:

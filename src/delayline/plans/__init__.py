@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-T = TypeVar("T")
+from delayline.redis.commands import Command
 
-Command = tuple[Any, ...]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,3 @@ class Plan(Generic[T]):
 def xadd(stream: str, record: Mapping[bytes, bytes]) -> Command:
     """The command that appends ``record`` to ``stream``."""
     return ("XADD", stream, "*", *(part for pair in record.items() for part in pair))
-
-
-def as_text(value: bytes | str) -> str:
-    """A reply as text, whether the connection decodes replies or not."""
-    return value.decode() if isinstance(value, bytes) else value

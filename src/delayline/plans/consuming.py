@@ -11,9 +11,10 @@ from typing import Any
 from delayline import ids
 from delayline.errors import ValidationError
 from delayline.model import Message
-from delayline.plans import Command, Plan, as_text, xadd
+from delayline.plans import Plan, xadd
 from delayline.plans.producing import Published, schedule
 from delayline.redis import keys
+from delayline.redis.commands import Command, as_text
 from delayline.retry import RetryPolicy
 from delayline.timing import LAST_MS
 from delayline.validation import Limits, decode_headers

@@ -22,8 +22,9 @@ from delayline.forecast import (
 )
 from delayline.listing import ListingStatus, ListRequest, PendingMessage
 from delayline.metrics import COUNTERS, SUM_FIELD, percentile_ms, render_prometheus
-from delayline.plans import Command, Plan, as_text
+from delayline.plans import Plan
 from delayline.redis import keys, scripts
+from delayline.redis.commands import Command, as_text
 
 
 @dataclass(frozen=True)
@@ -136,14 +137,6 @@ def metrics(*, now_ms: int, shards: int = 1) -> Plan[Metrics]:
     return Plan(commands, parse, "read metrics")
 
 
-def forget_expired_minutes(shard: keys.ShardKeys, now_ms: int) -> Command:
-    """Take the minutes whose forecast counters expired off ``shard``'s index; the
-    forecast does it as it reads, and the scheduler's trimmer every second, so that
-    the index stays bounded with nobody reading it."""
-    forgotten = (now_ms // 1000 - keys.FORECAST_TTL_S) // 60
-    return ("ZREMRANGEBYSCORE", shard.forecast_index, "-inf", f"({forgotten}")
-
-
 def forecast(
     *,
     by: Granularity,
@@ -166,7 +159,7 @@ def forecast(
     for shard in layout:
         commands += [
             # Minutes whose counters expired leave the index here, not on the write paths.
-            forget_expired_minutes(shard, now_ms),
+            keys.forget_expired_minutes(shard, now_ms),
             (
                 "ZRANGEBYSCORE",
                 shard.forecast_index,
@@ -358,29 +351,15 @@ def outbox_listing(request: ListRequest, *, shards: int = 1) -> Plan[list[Pendin
 
     def call(index: int, rank: int) -> Plan[list[PendingMessage]]:
         shard, wanted = layout[index], request.limit * (index + 1) - len(found)
-        command = (
-            "EVAL", scripts.LIST_OUTBOX, 2, shard.outbox, shard.outbox_data, low, high, rank,
-            OUTBOX_SCAN, wanted, request.topic or "", request.key or "",
-        )  # fmt: skip
+        args = [low, high, rank, OUTBOX_SCAN, wanted, request.topic or "", request.key or ""]
+        command = scripts.LIST_OUTBOX.command(scripts.LIST_OUTBOX.keys(shard), args)
         return Plan([command], lambda replies: parse(index, replies), "list the outbox")
 
     def parse(index: int, replies: list[Any]) -> list[PendingMessage] | Plan[list[PendingMessage]]:
-        next_rank, *values = replies[0]
-        for i in range(0, len(values), 6):
-            entry_id, topic, key, due, attempt, size = values[i : i + 6]
-            found.append(
-                PendingMessage(
-                    as_text(entry_id),
-                    as_text(topic),
-                    as_text(key),
-                    int(due),
-                    int(attempt),
-                    int(size),
-                    "outbox",
-                )
-            )
-        if int(next_rank) >= 0 and len(found) < request.limit * (index + 1):
-            return call(index, int(next_rank))
+        next_rank, page = scripts.outbox_page(replies[0])
+        found.extend(page)
+        if next_rank >= 0 and len(found) < request.limit * (index + 1):
+            return call(index, next_rank)
         if index + 1 < len(layout):
             return call(index + 1, 0)
         return found

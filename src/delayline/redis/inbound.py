@@ -32,9 +32,6 @@ class InboundStream(RedisConnection):
         self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
     ) -> None:
         super().__init__(client, patience_ms=patience_ms)
-        self._last_id_within = client.register_script(scripts.LAST_ID_WITHIN)
-        self._count_ingest = client.register_script(scripts.COUNT_INGEST)
-        self._cancel = client.register_script(scripts.CANCEL)
 
     # -- the stream ---------------------------------------------------------------------------
 
@@ -45,9 +42,9 @@ class InboundStream(RedisConnection):
 
         The newest may be ``after_id`` itself or older; None if the stream is empty.
         """
-        entry_id = self._call(
-            "read the inbound stream",
-            lambda: self._last_id_within(keys=[stream], args=[after_id, max_rows]),
+        script = scripts.LAST_ID_WITHIN
+        entry_id = self._script(
+            "read the inbound stream", script, script.keys(inbound=stream), [after_id, max_rows]
         )
         return entry_id.decode() if entry_id else None
 
@@ -104,10 +101,7 @@ class InboundStream(RedisConnection):
         """
         for shard, shard_cancels in keys.by_shard(cancels, shards, lambda c: c[0]).items():
             args = scripts.cancel_args(now_ms(), retention_ms, shard_cancels)
-            self._call(
-                "record cancel requests",
-                lambda: self._cancel(keys=[shard.namespace], args=args),  # noqa: B023
-            )
+            self._script("record cancel requests", scripts.CANCEL, scripts.CANCEL.keys(shard), args)
 
     def due_wakeup(self, after_ms: int, upto_ms: int) -> bool:
         """True if a state timer is due in ``(after_ms, upto_ms]``.
@@ -153,16 +147,10 @@ class InboundStream(RedisConnection):
         """Add a batch's ingest counts to ``shard``'s stats and forecast (a reader adds
         up every shard's), once per (query, partition, batch). ``accepted`` counts the
         sends per (due second, topic); the second is given as epoch ms within it."""
-        args: list[Any] = [batch_id, sum(accepted.values()), cancels, keys.MARKER_TTL_S]
-        for (second_ms, topic), count in accepted.items():
-            args += [second_ms, topic, count]
-        self._call(
-            "update ingest counters",
-            lambda: self._count_ingest(
-                keys=[shard.ingest_marker(query_id, partition), shard.stats, shard.namespace],
-                args=args,
-            ),
-        )
+        script = scripts.COUNT_INGEST
+        script_keys = script.keys(shard, ingest_marker=shard.ingest_marker(query_id, partition))
+        args = scripts.ingest_args(batch_id, accepted, cancels)
+        self._script("update ingest counters", script, script_keys, args)
 
     # -- the pause gate: a graceful stop ------------------------------------------------------
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from delayline import ids
+from delayline.redis.commands import Command
 
 T = TypeVar("T")
 
@@ -250,6 +251,14 @@ def topic_written(topic: str) -> str:
     delivery wrote to ``topic``, in the topic's Redis Cluster slot (a topic has no
     braces, so its whole name is its hash tag)."""
     return f"{NAMESPACE}written:{{{topic}}}"
+
+
+def forget_expired_minutes(shard: ShardKeys, now_ms: int) -> Command:
+    """Take the minutes whose forecast counters expired off ``shard``'s index; the
+    forecast does it as it reads, and the scheduler's trimmer every second, so that
+    the index stays bounded with nobody reading it."""
+    forgotten = (now_ms // 1000 - FORECAST_TTL_S) // 60
+    return ("ZREMRANGEBYSCORE", shard.forecast_index, "-inf", f"({forgotten}")
 
 
 def keys_of(message_id: str, shards: int) -> ShardKeys:

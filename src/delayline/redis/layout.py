@@ -26,13 +26,10 @@ from typing import Any, cast
 
 from delayline.redis import keys
 from delayline.redis.connection import RedisConnection
+from delayline.redis.lua_source import FORECAST_TAKEN, VIA_INBOUND
 
 #: Entries moved from an unread inbound stream per transaction.
 MOVE_BATCH = 500
-
-#: Appended to a reschedule's cancel request ("<ms>:<new id>:<new due ms>") whose new
-#: message must go through the inbound stream (read by delivery.lua's drop()).
-VIA_INBOUND = b":i"
 
 
 class ShardLayout(RedisConnection):
@@ -101,13 +98,13 @@ class ShardLayout(RedisConnection):
         )
         copies: dict[str, dict[bytes, bytes]] = {}
         for field, value in requests.items():
-            # "~<id>" holds the topic the request took out of the forecast.
-            message_id = field.decode().removeprefix("~")
+            # "<FORECAST_TAKEN><id>" holds the topic the request took out of the forecast.
+            message_id = field.removeprefix(FORECAST_TAKEN).decode()
             target = keys.keys_of(message_id, shards)
             if target == shard:
                 continue
             parts = value.split(b":")
-            rescheduled = not field.startswith(b"~") and len(parts) == 3
+            rescheduled = not field.startswith(FORECAST_TAKEN) and len(parts) == 3
             if rescheduled and keys.keys_of(parts[1].decode(), shards) != target:
                 value += VIA_INBOUND
             copies.setdefault(target.cancel_requests(minute * keys.CANCELS_BUCKET_MS), {})[

@@ -17,9 +17,8 @@ from typing import Any, cast
 
 import redis
 
-from delayline.plans import as_text
-from delayline.plans.observing import forget_expired_minutes
 from delayline.redis import keys, scripts
+from delayline.redis.commands import as_text
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retention import TopicRetention, first_needed
 
@@ -46,7 +45,6 @@ class TopicStreams(RedisConnection):
         self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
     ) -> None:
         super().__init__(client, patience_ms=patience_ms)
-        self._trim = client.register_script(scripts.TRIM_TOPIC)
 
     def registered(self, shards: int) -> list[str]:
         """Every topic stream recorded by the deliveries of a ``shards`` layout (and
@@ -86,12 +84,9 @@ class TopicStreams(RedisConnection):
             needed or "",
             TRIM_BATCH,
         ]
+        script = scripts.TRIM_TOPIC
         removed, unread, more = cast(
-            list[int],
-            self._call(
-                "trim a topic stream",
-                lambda: self._trim(keys=[topic], args=args),
-            ),
+            list[int], self._script("trim a topic stream", script, script.keys(topic=topic), args)
         )
         if removed:
 
@@ -107,7 +102,9 @@ class TopicStreams(RedisConnection):
 
     def forget_expired_minutes(self, shards: int, now_ms: int) -> None:
         """Keep the forecast's minute index of every shard to its counters' lifetime."""
-        commands = [forget_expired_minutes(shard, now_ms) for shard in keys.read_layout(shards)]
+        commands = [
+            keys.forget_expired_minutes(shard, now_ms) for shard in keys.read_layout(shards)
+        ]
         self.execute(commands, action="trim the forecast index", transaction=False, errors_ok=False)
 
     def forget(self, topic: str, shards: int) -> None:

@@ -1,140 +1,138 @@
-"""Lua scripts that make the scheduler's Redis writes atomic.
+"""Lua scripts that make the scheduler's Redis writes atomic, each declared once.
 
 Each runs in one shard (:class:`keys.ShardKeys`), whose namespace it takes as its
 last key, and touches that shard's keys only, and topic streams: one chunk of
 deliveries writes several topic streams and the sink marker in one atomic step,
 so it needs a single Redis server (or, on Redis Cluster, topics in the shard's
-slot; see docs/scaling.md). "Due" is
-judged by Redis's clock (``TIME``), the clock that stamps stream entry ids, so
-no consumer can see an entry whose id is older than its ``deliver_at_ms``.
+slot; see docs/scaling.md). "Due" is judged by Redis's clock (``TIME``), the
+clock that stamps stream entry ids, so no consumer can see an entry whose id is
+older than its ``deliver_at_ms``.
 
-Each script is a file in ``lua/``, with what it takes and returns at its top. A
-line ``--! include <file>`` pulls in a library shared by several scripts, and
-``${NAME}`` is a constant that Python owns (:data:`LUA_CONSTANTS`); :func:`load`
-expands both when this module is imported.
+Each script is a file in ``lua/``, with what it takes and returns at its top,
+as :mod:`~delayline.redis.lua_source` expands it (its libraries, and the
+constants and marker strings that Python owns).
+
+Every entry script is a :class:`Script` below: its file, what each ``KEYS[n]``
+is, and next to it the builder of its ARGV and the parser of its reply where
+they take more than a list. Nothing else writes a KEYS order: callers ask the
+declaration.
+
+One way to call a script: ``EVALSHA`` (:meth:`Script.command`), and when Redis
+answers ``NOSCRIPT`` (a new, restarted or flushed server), ``SCRIPT LOAD`` and
+the same call once more, in redis/connection.py (``run_commands`` for the
+plans of both clients, ``RedisConnection._script`` for the scheduler's sides).
+Why not the alternatives: sending ``SCRIPT LOAD`` (or ``EVAL``) with every call
+puts the text on the wire each time (the near path's script is 4 KB, the
+sink's 11 KB); redis-py's ``register_script`` asks ``SCRIPT EXISTS`` in a round
+trip of its own before every pipeline, and cannot serve the sans-IO plans. In
+a MULTI/EXEC Redis runs the other commands even when one answers ``NOSCRIPT``,
+so only the calls that failed run again (in a transaction of their own): each
+write still happens once, and for one round trip after a server lost its
+scripts a reader may see the transaction's other commands without those calls.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Iterable, Mapping
-from importlib import resources
-from importlib.resources.abc import Traversable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from delayline import ids
 from delayline.errors import DelaylineError
-from delayline.metrics import BUCKETS_MS, SUM_FIELD
+from delayline.listing import PendingMessage
 from delayline.redis import keys
-
-#: An entry due within this many ms of being put rings the pump's bell (see pump.py).
-BELL_WITHIN_MS = 1_500
-
-
-def _name(key: str) -> str:
-    """A key's name within its shard's namespace."""
-    return key.removeprefix(keys.NAMESPACE)
+from delayline.redis.commands import Command, as_text
+from delayline.redis.keys import ShardKeys
+from delayline.redis.lua_source import load
+from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, ReadyEntry, SinkRow
 
 
-#: What each ``${NAME}`` in the Lua files stands for.
-LUA_CONSTANTS: Mapping[str, str | int] = {
-    "BELL_WITHIN_MS": BELL_WITHIN_MS,
-    "JOURNAL_BUCKET_MS": keys.JOURNAL_BUCKET_MS,
-    "CANCELS_BUCKET_MS": keys.CANCELS_BUCKET_MS,
-    # A status hash's name is the shard's namespace (the script's last key), a name
-    # and the due minute (keys.ShardKeys.journal and friends).
-    "JOURNAL": _name(keys.UNSHARDED.journal(0)).removesuffix("0"),
-    "CANCELS": _name(keys.UNSHARDED.cancel_requests(0)).removesuffix("0"),
-    "REJECTED": _name(keys.UNSHARDED.rejected(0)).removesuffix("0"),
-    "PENDING": _name(keys.UNSHARDED.forecast(0)).removesuffix("0"),
-    "PENDING_INDEX": _name(keys.UNSHARDED.forecast_index),
-    "PENDING_TTL_S": keys.FORECAST_TTL_S,
-    "NAMESPACE": keys.NAMESPACE,
-    "READY": _name(keys.UNSHARDED.ready),
-    "TOPICS": _name(keys.UNSHARDED.topics),
-    "REJECTS_MAX_LEN": keys.REJECTS_MAX_LEN,
-    "TARGET": _name(keys.UNSHARDED.target),
-    "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
-    "SUM_FIELD": SUM_FIELD,
-}
+@dataclass(frozen=True)
+class Script:
+    """An entry script: its file in ``lua/``, and what each of its ``KEYS[n]`` is.
 
-#: The scripts and their libraries.
-LUA_DIR = resources.files("delayline.redis") / "lua"
-
-_INCLUDE = "--! include "
-_CONSTANT = re.compile(r"\$\{([^}\n]*)\}")
-
-
-def load(
-    name: str, directory: Traversable = LUA_DIR, constants: Mapping[str, object] = LUA_CONSTANTS
-) -> str:
-    """The script in file ``name`` of ``directory``, as Redis runs it.
-
-    Each ``--! include <file>`` line becomes that file's script, expanded alike,
-    unless the script holds it already; each ``${NAME}`` becomes
-    ``constants[NAME]``. Blank lines and whole-line comments are left out: they
-    are for the reader of the file, and the near path sends its script with
-    every call.
-    Raises DelaylineError if a file is missing or a ``${...}`` names no constant.
+    A key name is a :class:`keys.ShardKeys` attribute (the shard's key of that
+    name), or a key that the caller gives by that name (a sink marker, a topic).
+    Those in ``topic_keys`` are in their topic's Redis Cluster slot; all others
+    in the shard's.
     """
 
-    def value(match: re.Match[str]) -> str:
-        if match[1] not in constants:
-            raise DelaylineError(f"Lua script {name}: no constant {match[0]}")
-        return str(constants[match[1]])
+    file: str
+    key_names: tuple[str, ...]
+    topic_keys: frozenset[str] = frozenset()
+    #: The script as Redis runs it (:func:`load`).
+    text: str = field(init=False, repr=False, compare=False)
+    #: The name Redis knows it by (SHA-1 of ``text``), for EVALSHA.
+    sha: str = field(init=False, repr=False, compare=False)
 
-    text = _CONSTANT.sub(value, "\n".join(_expanded(name, directory, set())) + "\n")
-    if "${" in text:
-        raise DelaylineError(f"Lua script {name}: a ${{ without its }}")
-    return text
+    def __post_init__(self) -> None:
+        text = load(self.file)
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "sha", hashlib.sha1(text.encode()).hexdigest())
+        _BY_SHA[self.sha] = self
+
+    def keys(self, shard: ShardKeys | None = None, **given: str) -> tuple[str, ...]:
+        """The script's KEYS in order: each ``given`` by its name, else ``shard``'s key
+        of that name. Raises DelaylineError for a key neither gives, or a given name
+        that the script does not declare."""
+        unknown = set(given) - set(self.key_names)
+        if unknown:
+            raise DelaylineError(f"Lua script {self.file} has no key {sorted(unknown)}")
+        found: list[str] = []
+        for name in self.key_names:
+            value = given[name] if name in given else getattr(shard, name, None)
+            if not isinstance(value, str):
+                raise DelaylineError(f"Lua script {self.file}: no key {name} given")
+            found.append(value)
+        return tuple(found)
+
+    def command(self, script_keys: Sequence[str], args: Iterable[object] = ()) -> Command:
+        """The call of this script with ``script_keys`` (:meth:`keys`) and ``args``."""
+        if len(script_keys) != len(self.key_names):
+            raise DelaylineError(
+                f"Lua script {self.file} takes {len(self.key_names)} keys, not {len(script_keys)}"
+            )
+        return ("EVALSHA", self.sha, len(script_keys), *script_keys, *args)
+
+    def load_command(self) -> Command:
+        """The command that makes Redis know this script by its :attr:`sha`."""
+        return ("SCRIPT", "LOAD", self.text)
 
 
-def _expanded(name: str, directory: Traversable, included: set[str]) -> list[str]:
-    """The code lines of file ``name`` with its includes expanded; adds to ``included``
-    the files it takes in, and takes none that is there already."""
-    path = directory / name
-    if not path.is_file():
-        raise DelaylineError(f"no Lua file {name} in {directory}")
-    included.add(name)
-    lines: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith(_INCLUDE):
-            library = line.removeprefix(_INCLUDE).strip()
-            if library not in included:
-                lines += _expanded(library, directory, included)
-        elif line.strip() and not line.lstrip().startswith("--"):
-            lines.append(line)
-    return lines
+_BY_SHA: dict[str, Script] = {}
 
+
+def by_sha(sha: str | bytes) -> Script | None:
+    """The declared script that Redis knows by ``sha``, or None."""
+    return _BY_SHA.get(sha.decode() if isinstance(sha, bytes) else sha)
+
+
+# The libraries name the shard's other keys (status hashes in lua/status_keys.lua, the
+# forecast in lua/pending.lua) from ``ns``, the namespace: each shard script takes it
+# as its last key and sets ``ns`` before its includes. So they share the shard's slot.
 
 #: The count-th inbound entry's id after a given one (lua/last_id_within.lua).
-LAST_ID_WITHIN = load("last_id_within.lua")
-#: Add a batch's ingest counts once (lua/count_ingest.lua).
-COUNT_INGEST = load("count_ingest.lua")
-#: Record cancel requests, and take them out of the forecast (lua/cancel.lua).
-CANCEL = load("cancel.lua")
-#: The name the SDK calls CANCEL by (EVALSHA).
-CANCEL_SHA = hashlib.sha1(CANCEL.encode()).hexdigest()
-#: Reschedule a message (lua/reschedule.lua).
-RESCHEDULE = load("reschedule.lua")
-#: The name the SDK calls RESCHEDULE by (EVALSHA).
-RESCHEDULE_SHA = hashlib.sha1(RESCHEDULE.encode()).hexdigest()
-#: Read the outbox for a listing (lua/list_outbox.lua).
-LIST_OUTBOX = load("list_outbox.lua")
-#: The SDK's near path: sends due soon, into the outbox (lua/send_near.lua).
-SEND_NEAR = load("send_near.lua")
-#: The name the near path calls SEND_NEAR by (EVALSHA).
-SEND_NEAR_SHA = hashlib.sha1(SEND_NEAR.encode()).hexdigest()
-#: Write one chunk of a sink partition and advance its marker (lua/write_chunk.lua).
-WRITE_CHUNK = load("write_chunk.lua")
-#: Move due messages from the outbox to their topics (lua/pump.lua).
-PUMP = load("pump.lua")
-#: Trim a topic stream's head by its retention (lua/trim_topic.lua).
-TRIM_TOPIC = load("trim_topic.lua")
-#: Write a shard's ready entries to one topic (lua/deliver_ready.lua).
-DELIVER_READY = load("deliver_ready.lua")
-#: Count and take off a shard's ready entries once written (lua/settle_ready.lua).
-SETTLE_READY = load("settle_ready.lua")
+#: ARGV: after id, count. Replies an entry id, or nil.
+LAST_ID_WITHIN = Script("last_id_within.lua", ("inbound",))
+#: Add a batch's ingest counts once (lua/count_ingest.lua); ARGV: :func:`ingest_args`.
+COUNT_INGEST = Script("count_ingest.lua", ("ingest_marker", "stats", "namespace"))
+
+
+def ingest_args(
+    batch_id: int, accepted: Mapping[tuple[int, str], int], cancels: int
+) -> list[str | int]:
+    """COUNT_INGEST's arguments: the batch, its sends counted per (due second given as
+    an epoch ms within it, topic), and its cancels."""
+    args: list[str | int] = [batch_id, sum(accepted.values()), cancels, keys.MARKER_TTL_S]
+    for (second_ms, topic), count in accepted.items():
+        args += [second_ms, topic, count]
+    return args
+
+
+#: Record cancel requests, and take them out of the forecast (lua/cancel.lua);
+#: ARGV: :func:`cancel_args`. Replies how many were taken out of the forecast.
+CANCEL = Script("cancel.lua", ("namespace",))
 
 
 def cancel_args(
@@ -147,3 +145,218 @@ def cancel_args(
         new = f"{new_id}:{ids.deliver_at_ms_of(new_id)}" if new_id else ""
         args += [message_id, deliver_at_ms, topic, new]
     return args
+
+
+#: Reschedule a message (lua/reschedule.lua); ARGV: :func:`reschedule_args`.
+#: Replies (outcome, value): see the file.
+RESCHEDULE = Script(
+    "reschedule.lua",
+    ("outbox", "outbox_data", "outbox_bell", "inbound", "stats", "lateness", "rejects",
+     "namespace"),
+)  # fmt: skip
+
+
+def reschedule_args(
+    message_id: str,
+    new_id: str,
+    new_deliver_at_ms: int,
+    *,
+    retention_ms: int,
+    horizon_ms: int,
+    record: Mapping[bytes, bytes],
+) -> list[object]:
+    """RESCHEDULE's arguments: replace ``message_id`` by ``new_id`` due at
+    ``new_deliver_at_ms``; ``record`` is the reschedule's inbound record, appended
+    if the message does not wait in the outbox."""
+    return [
+        retention_ms,
+        retention_ms // 1000,
+        message_id,
+        ids.deliver_at_ms_of(message_id),
+        new_id,
+        new_deliver_at_ms,
+        horizon_ms,
+        len(record),
+        *(part for pair in record.items() for part in pair),
+    ]
+
+
+def reschedule_outcome(reply: Sequence[bytes | str]) -> tuple[str, str]:
+    """RESCHEDULE's reply as (outcome, value): ("rescheduled", ""), ("settled", the
+    journal's value) or ("requested", the cancel request already recorded)."""
+    outcome, value = (as_text(part) for part in reply)
+    return outcome, value
+
+
+#: Read the outbox for a listing (lua/list_outbox.lua); ARGV: see the file; reply:
+#: :func:`outbox_page`.
+LIST_OUTBOX = Script("list_outbox.lua", ("outbox", "outbox_data"))
+
+
+def outbox_page(reply: Sequence[Any]) -> tuple[int, list[PendingMessage]]:
+    """LIST_OUTBOX's reply: the rank to go on from (-1: the range is done), and the
+    entries found."""
+    next_rank, *values = reply
+    found = []
+    for i in range(0, len(values), 6):
+        entry_id, topic, key, due, attempt, size = values[i : i + 6]
+        found.append(
+            PendingMessage(
+                as_text(entry_id),
+                as_text(topic),
+                as_text(key),
+                int(due),
+                int(attempt),
+                int(size),
+                "outbox",
+            )
+        )
+    return int(next_rank), found
+
+
+#: The SDK's near path: sends due soon, into the outbox (lua/send_near.lua);
+#: ARGV: :func:`send_near_args`. Replies how many went to the outbox.
+SEND_NEAR = Script(
+    "send_near.lua", ("outbox", "outbox_data", "outbox_bell", "inbound", "stats", "namespace")
+)
+
+
+def send_near_args(records: Iterable[Mapping[bytes, bytes]], horizon_ms: int) -> list[object]:
+    """SEND_NEAR's arguments: each message as its inbound record (one encoding, sent once)."""
+    args: list[object] = [horizon_ms]
+    for record in records:
+        args.append(len(record))
+        args += [part for pair in record.items() for part in pair]
+    return args
+
+
+#: Write one chunk of a sink partition and advance its marker (lua/write_chunk.lua);
+#: ARGV: :func:`chunk_args`; reply: :func:`chunk_result`.
+WRITE_CHUNK = Script(
+    "write_chunk.lua",
+    ("marker", "stats", "lateness", "rejects", "outbox", "outbox_data", "inbound",
+     "outbox_bell", "namespace"),
+)  # fmt: skip
+
+#: The letter of each message row in a chunk (see lua/write_chunk.lua).
+ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
+
+
+def chunk_args(
+    batch_id: int,
+    first_row: int,
+    rows: Sequence[SinkRow],
+    *,
+    journal_ttl_s: int,
+    horizon_ms: int,
+    shard: ShardKeys,
+) -> list[Any]:
+    """WRITE_CHUNK's arguments: rows ``[first_row, first_row + len(rows))`` of a batch's
+    partition in ``shard``, each message row with the names of its status hashes."""
+    args: list[Any] = [
+        batch_id, first_row, len(rows), keys.MARKER_TTL_S, journal_ttl_s, horizon_ms,
+    ]  # fmt: skip
+    for row in rows:
+        if isinstance(row, OutgoingMessage):
+            args += [
+                ROW_KINDS[type(row)], row.topic, row.id, row.body, row.key, row.headers,
+                row.deliver_at_ms, row.attempt, shard.journal(row.deliver_at_ms),
+                shard.cancel_requests(row.deliver_at_ms),
+            ]  # fmt: skip
+            continue
+        if row.message_id is None:
+            args += ["r", "", "", row.reason]
+        else:
+            status_key = shard.rejected(ids.deliver_at_ms_of(row.message_id))
+            args += ["r", status_key, row.message_id, row.reason]
+        args.append(len(row.fields))
+        for name, value in row.fields:
+            args += [name, value]
+    return args
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkResult:
+    """What one sink chunk wrote; ``written`` is the marker after it (resume there)."""
+
+    written: int
+    delivered: int
+    duplicates: int
+    dropped: int
+    rejected: int
+
+
+def chunk_result(reply: Sequence[int]) -> ChunkResult:
+    """WRITE_CHUNK's reply."""
+    return ChunkResult(*(int(count) for count in reply))
+
+
+#: Move due messages from the outbox to their topics (lua/pump.lua).
+#: ARGV: max messages, journal ttl s, horizon ms; reply: :func:`pump_result`.
+PUMP = Script(
+    "pump.lua",
+    ("outbox", "outbox_data", "stats", "lateness", "rejects", "outbox_bell", "inbound",
+     "namespace"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PumpResult:
+    """One pump call: how many it moved, Redis's time, the next due time (or None), and
+    how many entries wait in the shard's ready stream (see ``DeliveryStore.flush_ready``)."""
+
+    moved: int
+    now_ms: int
+    next_due_ms: int | None
+    ready: int = 0
+
+
+def pump_result(reply: Sequence[Any]) -> PumpResult:
+    """PUMP's reply."""
+    moved, now_ms, next_due, ready = reply
+    next_due_ms = int(float(next_due))
+    return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms, int(ready))
+
+
+#: Trim a topic stream's head by its retention (lua/trim_topic.lua).
+TRIM_TOPIC = Script("trim_topic.lua", ("topic",), topic_keys=frozenset({"topic"}))
+#: Write a shard's ready entries to one topic (lua/deliver_ready.lua), in the topic's
+#: slot: ``written`` is :func:`keys.topic_written` of the topic. ARGV:
+#: :func:`deliver_ready_args`; reply: :func:`deliver_ready_failed`.
+DELIVER_READY = Script(
+    "deliver_ready.lua", ("topic", "written"), topic_keys=frozenset({"topic", "written"})
+)
+
+
+def deliver_ready_args(journal_ttl_s: int, entries: Iterable[ReadyEntry]) -> list[Any]:
+    """DELIVER_READY's arguments: ready ``entries`` of one topic, each whole."""
+    args: list[Any] = [journal_ttl_s]
+    for entry_id, fields in entries:
+        args += [entry_id, len(fields), *(part for pair in fields.items() for part in pair)]
+    return args
+
+
+def deliver_ready_failed(reply: Sequence[bytes]) -> dict[bytes, bytes]:
+    """DELIVER_READY's reply: the error of each ready entry (by id) its topic refused."""
+    return dict(zip(reply[0::2], reply[1::2], strict=True))
+
+
+#: Count and take off a shard's ready entries once written (lua/settle_ready.lua);
+#: ARGV: :func:`settle_args`.
+SETTLE_READY = Script("settle_ready.lua", ("ready", "stats", "lateness", "rejects", "namespace"))
+
+#: A ready entry's fate: its id and fields, and '' (written to its topic) or why its
+#: topic refused it for good (it becomes a reject).
+Settled = tuple[ReadyEntry, str]
+
+
+def settle_args(journal_ttl_s: int, settled: Iterable[Settled]) -> list[Any]:
+    """SETTLE_READY's arguments: each entry's id, error ('' if written), and times."""
+    args: list[Any] = [journal_ttl_s]
+    for (entry_id, fields), error in settled:
+        args += [entry_id, error, fields[b"deliver_at_ms"], fields[b"delivered_at_ms"]]
+    return args
+
+
+#: Every entry script.
+ALL: tuple[Script, ...] = tuple(_BY_SHA.values())

@@ -8,79 +8,20 @@ reach (the horizon) and records the batches it completes (the heartbeat).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
 
-from delayline import ids
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.redis import keys, scripts
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
-from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, ReadyEntry, SinkRow
+from delayline.redis.scripts import ChunkResult, PumpResult, Settled
+from delayline.rows import ReadyEntry, SinkRow
 from delayline.timing import HORIZON_MS, now_ms
 
-
-def pump_keys(shard: keys.ShardKeys) -> list[str]:
-    """The keys of the pump's script (lua/pump.lua) in ``shard``, in its order."""
-    return [
-        shard.outbox,
-        shard.outbox_data,
-        shard.stats,
-        shard.lateness,
-        shard.rejects,
-        shard.outbox_bell,
-        shard.inbound,
-        shard.namespace,
-    ]
-
-
-def chunk_keys(shard: keys.ShardKeys, marker: str) -> list[str]:
-    """The keys of a sink chunk's script (lua/write_chunk.lua) in ``shard``, in its order."""
-    return [
-        marker,
-        shard.stats,
-        shard.lateness,
-        shard.rejects,
-        shard.outbox,
-        shard.outbox_data,
-        shard.inbound,
-        shard.outbox_bell,
-        shard.namespace,
-    ]
-
-
-#: The letter of each message row in a chunk (see lua/write_chunk.lua).
-ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
-
-
-#: A ready entry's fate: its id and fields, and '' (written to its topic) or why its
-#: topic refused it for good (it becomes a reject).
-Settled = tuple[ReadyEntry, str]
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkResult:
-    """What one sink chunk wrote; ``written`` is the marker after it (resume there)."""
-
-    written: int
-    delivered: int
-    duplicates: int
-    dropped: int
-    rejected: int
-
-
-@dataclass(frozen=True, slots=True)
-class PumpResult:
-    """One pump call: how many it moved, Redis's time, the next due time (or None), and
-    how many entries wait in the shard's ready stream (see :meth:`flush_ready`)."""
-
-    moved: int
-    now_ms: int
-    next_due_ms: int | None
-    ready: int = 0
+# What the store's methods take and return; declared with their scripts.
+__all__ = ["ChunkResult", "DeliveryStore", "PumpResult", "Settled"]
 
 
 class DeliveryStore(RedisConnection):
@@ -90,10 +31,6 @@ class DeliveryStore(RedisConnection):
         self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
     ) -> None:
         super().__init__(client, patience_ms=patience_ms)
-        self._write_chunk = client.register_script(scripts.WRITE_CHUNK)
-        self._pump = client.register_script(scripts.PUMP)
-        self._deliver_ready = client.register_script(scripts.DELIVER_READY)
-        self._settle_ready = client.register_script(scripts.SETTLE_READY)
 
     # -- the sink -----------------------------------------------------------------------------
 
@@ -145,44 +82,23 @@ class DeliveryStore(RedisConnection):
         and the result's ``written`` says where to resume. Raises TransportError
         if Redis fails or the chunk would leave a gap.
         """
-        args: list[Any] = [
+        args = scripts.chunk_args(
             batch_id,
             first_row,
-            len(rows),
-            keys.MARKER_TTL_S,
-            journal_ttl_s,
-            horizon_ms,
-        ]
-        for row in rows:
-            if isinstance(row, OutgoingMessage):
-                args += [
-                    ROW_KINDS[type(row)],
-                    row.topic,
-                    row.id,
-                    row.body,
-                    row.key,
-                    row.headers,
-                    row.deliver_at_ms,
-                    row.attempt,
-                    shard.journal(row.deliver_at_ms),
-                    shard.cancel_requests(row.deliver_at_ms),
-                ]
-            else:
-                if row.message_id is None:
-                    args += ["r", "", "", row.reason]
-                else:
-                    status_key = shard.rejected(ids.deliver_at_ms_of(row.message_id))
-                    args += ["r", status_key, row.message_id, row.reason]
-                args.append(len(row.fields))
-                for name, value in row.fields:
-                    args += [name, value]
+            rows,
+            journal_ttl_s=journal_ttl_s,
+            horizon_ms=horizon_ms,
+            shard=shard,
+        )
         marker = shard.sink_marker(query_id, partition, stage)
         # Safe to retry: the marker makes a chunk that did land write nothing again.
-        counts = self._call(
+        counts = self._script(
             "write deliveries",
-            lambda: self._write_chunk(keys=chunk_keys(shard, marker), args=args),
+            scripts.WRITE_CHUNK,
+            scripts.WRITE_CHUNK.keys(shard, marker=marker),
+            args,
         )
-        return ChunkResult(*(int(count) for count in counts))
+        return scripts.chunk_result(counts)
 
     # -- the outbox ---------------------------------------------------------------------------
 
@@ -197,17 +113,13 @@ class DeliveryStore(RedisConnection):
         """Deliver up to ``max_messages`` due messages from ``shard``'s outbox (by Redis's
         clock). A reschedule's new message due within ``horizon_ms`` goes back to the
         outbox, and a later one to the inbound stream."""
-        moved, now_ms, next_due, ready = self._call(
+        reply = self._script(
             "deliver from the outbox",
-            lambda: self._pump(
-                keys=pump_keys(shard),
-                args=[max_messages, journal_ttl_s, horizon_ms],
-            ),
+            scripts.PUMP,
+            scripts.PUMP.keys(shard),
+            [max_messages, journal_ttl_s, horizon_ms],
         )
-        next_due_ms = int(float(next_due))
-        return PumpResult(
-            int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms, int(ready)
-        )
+        return scripts.pump_result(reply)
 
     def flush_ready(
         self, shard: keys.ShardKeys, journal_ttl_s: int, max_entries: int = 1_000
@@ -256,15 +168,12 @@ class DeliveryStore(RedisConnection):
         already is skipped, so a repeat is harmless. Raises TransportError."""
         if not settled:
             return
-        args: list[Any] = [journal_ttl_s]
-        for (entry_id, fields), error in settled:
-            args += [entry_id, error, fields[b"deliver_at_ms"], fields[b"delivered_at_ms"]]
-        self._call(
+        args = scripts.settle_args(journal_ttl_s, settled)
+        self._script(
             "settle delivered messages",
-            lambda: self._settle_ready(
-                keys=[shard.ready, shard.stats, shard.lateness, shard.rejects, shard.namespace],
-                args=args,
-            ),
+            scripts.SETTLE_READY,
+            scripts.SETTLE_READY.keys(shard),
+            args,
         )
 
     def _deliver_to_streams(
@@ -272,17 +181,16 @@ class DeliveryStore(RedisConnection):
     ) -> dict[bytes, bytes]:
         """Write ready ``entries`` to their topic streams (lua/deliver_ready.lua, a call per
         topic); the error of each one a topic could not take."""
-        by_topic: dict[bytes, list[Any]] = {}
-        for entry_id, fields in entries:
-            args = by_topic.setdefault(fields[b"topic"], [journal_ttl_s])
-            args += [entry_id, len(fields), *(part for pair in fields.items() for part in pair)]
+        by_topic: dict[bytes, list[ReadyEntry]] = {}
+        for entry in entries:
+            by_topic.setdefault(entry[1][b"topic"], []).append(entry)
         errors: dict[bytes, bytes] = {}
-        for topic, args in by_topic.items():
-            call = functools.partial(
-                self._deliver_ready, keys=[topic, keys.topic_written(topic.decode())], args=args
-            )
-            failed = self._call("deliver to a topic", call)
-            errors.update(zip(failed[0::2], failed[1::2], strict=True))
+        for topic, topic_entries in by_topic.items():
+            name = topic.decode()
+            script_keys = scripts.DELIVER_READY.keys(topic=name, written=keys.topic_written(name))
+            args = scripts.deliver_ready_args(journal_ttl_s, topic_entries)
+            reply = self._script("deliver to a topic", scripts.DELIVER_READY, script_keys, args)
+            errors.update(scripts.deliver_ready_failed(reply))
         return errors
 
     def record_blocked(

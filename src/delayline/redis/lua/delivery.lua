@@ -1,8 +1,15 @@
--- A library, shared by write_chunk.lua, pump.lua and reschedule.lua: the clock,
--- the journal, delivery, drops and reschedules, rejects, and counters. The
--- including script sets ns (its shard's namespace, its last key), journal_ttl,
--- rejects_key, box ({outbox, outbox data, bell}), inbound_key and horizon_ms
--- (the scheduler's, for a reschedule's new message) before it.
+-- A library, shared by write_chunk.lua, pump.lua, reschedule.lua and
+-- settle_ready.lua: the clock, the journal, delivery, drops and reschedules,
+-- rejects, and counters. delivery(ctx) starts a call's deliveries and returns
+-- them as a table; ctx holds what they take from the including script:
+--   journal_ttl  the status records' ttl (s; 0: none are kept)
+--   rejects_key  the shard's rejects stream
+--   box          {outbox, outbox data, bell} (lua/outbox.lua)
+--   inbound_key  the inbound stream in the shard's slot
+--   horizon_ms   the scheduler's horizon, for a reschedule's new message
+-- (settle_ready.lua, which delivers nothing, gives the first two). ns, the
+-- shard's namespace (the script's last key), is set by the including script
+-- before it, as for every library that names the shard's keys.
 --
 -- A shard of a sharded layout (ns is not '${NAMESPACE}') delivers in two steps,
 -- so that each script touches one Redis Cluster slot: here a due message is
@@ -16,181 +23,195 @@
 --! include outbox.lua
 --! include pending.lua
 --! include status_keys.lua
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now = string.format('%d', now_ms)
-local bounds = {${LATENESS_BUCKETS_MS}}
-local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0, cascaded = 0,
-  accepted = 0}
-local late_counts, late_sum = {}, 0
-local expiring = {}
-local function journal_put(journal, id, value)
-  if journal_ttl <= 0 then return 1 end
-  local fresh = redis.call('HSETNX', journal, id, value)
-  if fresh == 1 and not expiring[journal] then
-    expiring[journal] = true
-    redis.call('EXPIRE', journal, journal_ttl)
+--! include horizon.lua
+local function delivery(ctx)
+  local journal_ttl, rejects_key, box = ctx.journal_ttl, ctx.rejects_key, ctx.box
+  local inbound_key, horizon_ms = ctx.inbound_key, ctx.horizon_ms
+  local d = {}
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = string.format('%d', now_ms)
+  local bounds = {${LATENESS_BUCKETS_MS}}
+  local counts = {delivered = 0, duplicates = 0, dropped = 0, rejected = 0, cascaded = 0,
+    accepted = 0}
+  local late_counts, late_sum = {}, 0
+  local expiring = {}
+  local function journal_put(journal, id, value)
+    if journal_ttl <= 0 then return 1 end
+    local fresh = redis.call('HSETNX', journal, id, value)
+    if fresh == 1 and not expiring[journal] then
+      expiring[journal] = true
+      redis.call('EXPIRE', journal, journal_ttl)
+    end
+    return fresh
   end
-  return fresh
-end
--- fields: name, value, ... as XADD takes them. status_key and id name the hash
--- that tells status() "rejected" with the reason; '' for a record without an id.
-local function add_reject(fields, status_key, id, reason)
-  redis.call('XADD', rejects_key, '*', unpack(fields))
-  if status_key ~= '' and journal_ttl > 0 then
-    redis.call('HSET', status_key, id, reason)
-    redis.call('EXPIRE', status_key, journal_ttl)
+  -- fields: name, value, ... as XADD takes them. status_key and id name the hash
+  -- that tells status() "rejected" with the reason; '' for a record without an id.
+  local function add_reject(fields, status_key, id, reason)
+    redis.call('XADD', rejects_key, '*', unpack(fields))
+    if status_key ~= '' and journal_ttl > 0 then
+      redis.call('HSET', status_key, id, reason)
+      redis.call('EXPIRE', status_key, journal_ttl)
+    end
+    counts.rejected = counts.rejected + 1
   end
-  counts.rejected = counts.rejected + 1
-end
-local ready_key = ''
-local outside = redis.call('EXISTS', ns .. '${TARGET}') == 1
-if outside or ns ~= '${NAMESPACE}' then ready_key = ns .. '${READY}' end
-local readied = false
--- Every topic stream written is recorded once a call, for its retention
--- (lua/trim_topic.lua); a topic outside Redis has its own.
-local registered = {}
-local function register(topic)
-  if outside or registered[topic] then return end
-  registered[topic] = true
-  redis.call('SADD', ns .. '${TOPICS}', topic)
-end
-local function count_delivered(due, delivered_at_ms)
-  counts.delivered = counts.delivered + 1
-  local late = delivered_at_ms - tonumber(due)
-  late_sum = late_sum + late
-  local label = '+Inf'
-  for _, bound in ipairs(bounds) do
-    if late <= bound then label = tostring(bound) break end
+  local ready_key = ''
+  local outside = redis.call('EXISTS', ns .. '${TARGET}') == 1
+  if outside or ns ~= '${NAMESPACE}' then ready_key = ns .. '${READY}' end
+  local readied = false
+  -- Every topic stream written is recorded once a call, for its retention
+  -- (lua/trim_topic.lua); a topic outside Redis has its own.
+  local registered = {}
+  local function register(topic)
+    if outside or registered[topic] then return end
+    registered[topic] = true
+    redis.call('SADD', ns .. '${TOPICS}', topic)
   end
-  late_counts[label] = (late_counts[label] or 0) + 1
-end
--- The topic key holds another type (WRONGTYPE), or cannot take an entry:
--- raising would fail the chunk on every retry, for good. Keep the message as a
--- reject, and take back its journal entry: it was not delivered.
-local function reject_undelivered(topic, id, body, key, headers, due, attempt, err)
-  if journal_ttl > 0 then redis.call('HDEL', journal_of(due), id) end
-  local reason = 'cannot deliver to topic ' .. topic .. ': ' .. err
-  add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
-    'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
-    rejected_of(due), id, reason)
-end
-local function deliver(topic, id, body, key, headers, due, attempt, journal)
-  -- However it ends (delivered, a duplicate, a reject), it is no longer pending.
-  pending_add(due, topic, -1)
-  if journal_put(journal, id, now) ~= 1 then
-    counts.duplicates = counts.duplicates + 1
-    return
+  local function count_delivered(due, delivered_at_ms)
+    counts.delivered = counts.delivered + 1
+    local late = delivered_at_ms - tonumber(due)
+    late_sum = late_sum + late
+    local label = '+Inf'
+    for _, bound in ipairs(bounds) do
+      if late <= bound then label = tostring(bound) break end
+    end
+    late_counts[label] = (late_counts[label] or 0) + 1
   end
-  -- The topic entry: the one place its fields are listed.
-  local entry = {'id', id, 'body', body, 'key', key, 'headers', headers,
-    'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt}
-  register(topic)
-  if ready_key ~= '' then
-    redis.call('XADD', ready_key, '*', 'topic', topic, unpack(entry))
-    readied = outside
-    return
+  -- The topic key holds another type (WRONGTYPE), or cannot take an entry:
+  -- raising would fail the chunk on every retry, for good. Keep the message as a
+  -- reject, and take back its journal entry: it was not delivered.
+  local function reject_undelivered(topic, id, body, key, headers, due, attempt, err)
+    if journal_ttl > 0 then redis.call('HDEL', journal_of(due), id) end
+    local reason = 'cannot deliver to topic ' .. topic .. ': ' .. err
+    add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
+      'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
+      rejected_of(due), id, reason)
   end
-  local added = redis.pcall('XADD', topic, '*', unpack(entry))
-  if type(added) == 'table' and added.err then
-    reject_undelivered(topic, id, body, key, headers, due, attempt, added.err)
-    return
-  end
-  count_delivered(due, now_ms)
-end
--- A minute's cancel requests are rare: whether its hash exists is asked once
--- per call, and only an existing one is searched for each id.
-local cancel_hashes = {}
-local function cancel_requested(cancels, id)
-  if cancel_hashes[cancels] == nil then
-    cancel_hashes[cancels] = redis.call('EXISTS', cancels) == 1
-  end
-  return cancel_hashes[cancels] and redis.call('HEXISTS', cancels, id) == 1
-end
--- Append a send to the inbound stream, as the v1 record the SDK writes; a
--- cascade (a message handed down from a coarse slot) is marked, so that the
--- source does not count it as accepted twice.
-local function inbound_send(id, topic, body, key, headers, due, attempt, cascade)
-  local record = {'v', '1', 'op', 'send', 'id', id, 'topic', topic, 'body', body,
-    'headers', headers, 'deliver_at_ms', due, 'attempt', attempt}
-  if key ~= '' then
-    record[#record + 1] = 'key'
-    record[#record + 1] = key
-  end
-  if cascade then
-    record[#record + 1] = 'cascade'
-    record[#record + 1] = '1'
-  end
-  redis.call('XADD', inbound_key, '*', unpack(record))
-end
--- Schedule a reschedule's new message: into the outbox if due within the
--- scheduler's horizon, or else onto the inbound stream, as the near path does.
-local placed_in_outbox = false
-local function place(id, topic, body, key, headers, due, attempt, via_inbound)
-  if via_inbound or tonumber(due) - now_ms > horizon_ms then
-    inbound_send(id, topic, body, key, headers, due, attempt, false)
-    return
-  end
-  if outbox_put(box, now_ms, id, topic, body, key, headers, due, attempt,
-      journal_of(due), cancels_of(due)) then
-    counts.accepted = counts.accepted + 1
-    pending_add(due, topic, 1)
-    placed_in_outbox = true
-  end
-end
--- Drop a message that a cancel named; a copy dropped already is a duplicate.
--- A reschedule's request ("<ms>:<new id>:<new due ms>") sends the message
--- again, as the new id: only here, where it is dropped, is its body at hand.
--- A request that a change of the shard count copied here ends in ":i" if the
--- new id is of another shard now: it goes through the inbound stream, which
--- routes it there (see redis/layout.py).
-local function drop(topic, id, body, key, headers, due, attempt, journal, cancels)
-  local _, new_id, new_due, via = string.match(redis.call('HGET', cancels, id) or '',
-    '^([^:]*):([^:]+):(%d+)(.*)$')
-  local mark = new_id and ('rescheduled:' .. new_id) or 'cancelled'
-  if journal_put(journal, id, mark) ~= 1 then
-    counts.duplicates = counts.duplicates + 1
+  local function deliver(topic, id, body, key, headers, due, attempt, journal)
+    -- However it ends (delivered, a duplicate, a reject), it is no longer pending.
     pending_add(due, topic, -1)
-    return
+    if journal_put(journal, id, now) ~= 1 then
+      counts.duplicates = counts.duplicates + 1
+      return
+    end
+    -- The topic entry: the one place its fields are listed.
+    local entry = {'id', id, 'body', body, 'key', key, 'headers', headers,
+      'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt}
+    register(topic)
+    if ready_key ~= '' then
+      redis.call('XADD', ready_key, '*', 'topic', topic, unpack(entry))
+      readied = outside
+      return
+    end
+    local added = redis.pcall('XADD', topic, '*', unpack(entry))
+    if type(added) == 'table' and added.err then
+      reject_undelivered(topic, id, body, key, headers, due, attempt, added.err)
+      return
+    end
+    count_delivered(due, now_ms)
   end
-  counts.dropped = counts.dropped + 1
-  pending_drop(due, topic, id, cancels)
-  if new_id then place(new_id, topic, body, key, headers, new_due, attempt, via == ':i') end
-end
--- Deliver a due message, or drop it if a cancel was requested for it meanwhile
--- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
--- after its slot fired still wins, as long as the message has not gone out.
-local function deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
-  if cancel_requested(cancels, id) then
-    drop(topic, id, body, key, headers, due, attempt, journal, cancels)
-  else
-    deliver(topic, id, body, key, headers, due, attempt, journal)
+  -- A minute's cancel requests are rare: whether its hash exists is asked once
+  -- per call, and only an existing one is searched for each id.
+  local cancel_hashes = {}
+  local function cancel_requested(cancels, id)
+    if cancel_hashes[cancels] == nil then
+      cancel_hashes[cancels] = redis.call('EXISTS', cancels) == 1
+    end
+    return cancel_hashes[cancels] and redis.call('HEXISTS', cancels, id) == 1
   end
-end
--- Deliver (or drop) the message waiting under id in the outbox data hash; the
--- caller removes it from the outbox. False if none waits.
-local function deliver_waiting(outbox_data, id)
-  local fields = outbox_get(outbox_data, id)
-  if not fields then return false end
-  local topic, body, key, headers, due, attempt, journal, cancels = unpack(fields)
-  deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
-  return true
-end
-local function flush_counts(stats, lateness)
-  if counts.rejected > 0 then
-    -- The rejects stream keeps the newest ${REJECTS_MAX_LEN} or so; what goes is counted.
-    counts.rejects_trimmed = redis.call('XTRIM', rejects_key, 'MAXLEN', '~', ${REJECTS_MAX_LEN})
+  -- Append a send to the inbound stream, as the v1 record the SDK writes; a
+  -- cascade (a message handed down from a coarse slot) is marked, so that the
+  -- source does not count it as accepted twice.
+  local function inbound_send(id, topic, body, key, headers, due, attempt, cascade)
+    local record = {'v', '1', 'op', 'send', 'id', id, 'topic', topic, 'body', body,
+      'headers', headers, 'deliver_at_ms', due, 'attempt', attempt}
+    if key ~= '' then
+      record[#record + 1] = 'key'
+      record[#record + 1] = key
+    end
+    if cascade then
+      record[#record + 1] = '${CASCADE}'
+      record[#record + 1] = '1'
+    end
+    redis.call('XADD', inbound_key, '*', unpack(record))
   end
-  for name, value in pairs(counts) do
-    if value > 0 then redis.call('HINCRBY', stats, name, value) end
+  -- Schedule a reschedule's new message: into the outbox if due within the
+  -- scheduler's horizon, or else onto the inbound stream, as the near path does.
+  d.placed_in_outbox = false
+  local function place(id, topic, body, key, headers, due, attempt, via_inbound)
+    if via_inbound or not is_near(due, now_ms, horizon_ms) then
+      inbound_send(id, topic, body, key, headers, due, attempt, false)
+      return
+    end
+    if outbox_put(box, now_ms, id, topic, body, key, headers, due, attempt,
+        journal_of(due), cancels_of(due)) then
+      counts.accepted = counts.accepted + 1
+      pending_add(due, topic, 1)
+      d.placed_in_outbox = true
+    end
   end
-  for label, value in pairs(late_counts) do redis.call('HINCRBY', lateness, label, value) end
-  if counts.delivered > 0 then
-    redis.call('HINCRBY', lateness, '${SUM_FIELD}', late_sum)
+  -- Drop a message that a cancel named; a copy dropped already is a duplicate.
+  -- A reschedule's request ("<ms>:<new id>:<new due ms>") sends the message
+  -- again, as the new id: only here, where it is dropped, is its body at hand.
+  -- A request that a change of the shard count copied here ends in ${VIA_INBOUND} if the
+  -- new id is of another shard now: it goes through the inbound stream, which
+  -- routes it there (see redis/layout.py).
+  local function drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+    local _, new_id, new_due, via = string.match(redis.call('HGET', cancels, id) or '',
+      '^([^:]*):([^:]+):(%d+)(.*)$')
+    local mark = new_id and ('${RESCHEDULED}' .. new_id) or '${CANCELLED}'
+    if journal_put(journal, id, mark) ~= 1 then
+      counts.duplicates = counts.duplicates + 1
+      pending_add(due, topic, -1)
+      return
+    end
+    counts.dropped = counts.dropped + 1
+    pending_drop(due, topic, id, cancels)
+    if new_id then
+      place(new_id, topic, body, key, headers, new_due, attempt, via == '${VIA_INBOUND}')
+    end
   end
-  if readied then
-    redis.call('LPUSH', box[3], 1)
-    redis.call('LTRIM', box[3], 0, 0)
+  -- Deliver a due message, or drop it if a cancel was requested for it meanwhile
+  -- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
+  -- after its slot fired still wins, as long as the message has not gone out.
+  local function deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+    if cancel_requested(cancels, id) then
+      drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+    else
+      deliver(topic, id, body, key, headers, due, attempt, journal)
+    end
   end
-  pending_flush()
+  -- Deliver (or drop) the message waiting under id in the outbox data hash; the
+  -- caller removes it from the outbox. False if none waits.
+  local function deliver_waiting(outbox_data, id)
+    local fields = outbox_get(outbox_data, id)
+    if not fields then return false end
+    local topic, body, key, headers, due, attempt, journal, cancels = unpack(fields)
+    deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+    return true
+  end
+  local function flush_counts(stats, lateness)
+    if counts.rejected > 0 then
+      -- The rejects stream keeps the newest ${REJECTS_MAX_LEN} or so; what goes is counted.
+      counts.rejects_trimmed = redis.call('XTRIM', rejects_key, 'MAXLEN', '~', ${REJECTS_MAX_LEN})
+    end
+    for name, value in pairs(counts) do
+      if value > 0 then redis.call('HINCRBY', stats, name, value) end
+    end
+    for label, value in pairs(late_counts) do redis.call('HINCRBY', lateness, label, value) end
+    if counts.delivered > 0 then
+      redis.call('HINCRBY', lateness, '${SUM_FIELD}', late_sum)
+    end
+    if readied then
+      redis.call('LPUSH', box[3], 1)
+      redis.call('LTRIM', box[3], 0, 0)
+    end
+    pending_flush()
+  end
+  d.now_ms, d.now, d.counts, d.ready_key = now_ms, now, counts, ready_key
+  d.add_reject, d.count_delivered, d.reject_undelivered = add_reject, count_delivered,
+    reject_undelivered
+  d.inbound_send, d.drop, d.deliver_or_drop = inbound_send, drop, deliver_or_drop
+  d.deliver_waiting, d.flush_counts = deliver_waiting, flush_counts
+  return d
 end

@@ -1,15 +1,17 @@
 -- A library: the forecast's counters, changed in the same atomic step as the
 -- stats counters by every script that accepts or settles a message, so that
--- each message is counted once (see delayline/redis/pending.py, their reader).
+-- each message is counted once (their reader: plans/observing.py's forecast,
+-- with delayline/forecast.py).
 --
 -- Per due minute, <ns>${PENDING}<minute> holds 't:<topic>' -> messages pending
 -- and 'u' -> cancels not yet applied whose topic is unknown (a cancel by id
 -- does not name it); <ns>${PENDING}<minute>:s holds <second of the minute> ->
--- messages pending, cancels subtracted. <ns>${PENDING_INDEX} (sorted set) lists the
--- minutes. ns is the shard's namespace, set by the including script; a reader
--- adds up every shard's counters. A cancel is subtracted when it is requested; the ~<id> field of its
--- cancel-requests hash remembers it until the message is dropped, so that the
--- drop does not subtract it twice.
+-- messages pending, cancels subtracted. <ns>${PENDING_INDEX} (sorted set) lists
+-- the minutes. ns is the shard's namespace, set by the including script; a
+-- reader adds up every shard's counters. A cancel is subtracted when it is
+-- requested; the ${FORECAST_TAKEN}<id> field of its cancel-requests hash
+-- remembers it until the message is dropped, so that the drop does not
+-- subtract it twice.
 local pending_deltas = {}
 local pending_minutes = {}
 local pending_last_second, pending_keys = nil, nil
@@ -45,14 +47,14 @@ local function pending_add(due, topic, delta)
   pending_change(due, topic, delta, 0, delta)
 end
 -- A message dropped by a cancel: subtracted already if the cancel was
--- (its ~<id> marker says so, and the topic it was subtracted under).
+-- (its ${FORECAST_TAKEN}<id> marker says so, and the topic it was subtracted under).
 local function pending_drop(due, topic, id, cancels)
-  local marker = redis.call('HGET', cancels, '~' .. id)
+  local marker = redis.call('HGET', cancels, '${FORECAST_TAKEN}' .. id)
   if not marker then
     pending_add(due, topic, -1)
     return
   end
-  redis.call('HDEL', cancels, '~' .. id)
+  redis.call('HDEL', cancels, '${FORECAST_TAKEN}' .. id)
   if marker == '' then pending_change(due, topic, -1, -1, 0) end
 end
 -- Each minute's counters outlive its end by ${PENDING_TTL_S} s: an overdue

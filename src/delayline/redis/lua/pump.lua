@@ -7,14 +7,13 @@
 -- ARGV: max messages, journal ttl s, horizon ms.
 -- Returns {moved, now_ms, next due ms or -1, entries in the shard's ready stream}.
 
-local journal_ttl = tonumber(ARGV[2])
-local rejects_key = KEYS[5]
-local box, inbound_key, ns = {KEYS[1], KEYS[2], KEYS[6]}, KEYS[7], KEYS[8]
-local horizon_ms = tonumber(ARGV[3])
+local ns = KEYS[8]
 --! include delivery.lua
-local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
-for _, id in ipairs(due_ids) do deliver_waiting(KEYS[2], id) end
-if placed_in_outbox then
+local d = delivery({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[5],
+  box = {KEYS[1], KEYS[2], KEYS[6]}, inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[3])})
+local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', d.now, 'LIMIT', 0, ARGV[1])
+for _, id in ipairs(due_ids) do d.deliver_waiting(KEYS[2], id) end
+if d.placed_in_outbox then
   -- A reschedule put its new message among them: remove the due ids one by one.
   redis.call('ZREM', KEYS[1], unpack(due_ids))
   redis.call('HDEL', KEYS[2], unpack(due_ids))
@@ -24,8 +23,8 @@ elseif #due_ids > 0 then
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #due_ids - 1)
   redis.call('HDEL', KEYS[2], unpack(due_ids))
 end
-flush_counts(KEYS[3], KEYS[4])
+d.flush_counts(KEYS[3], KEYS[4])
 local next_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ready = 0
-if ready_key ~= '' then ready = redis.call('XLEN', ready_key) end
-return {#due_ids, now, next_due[2] or '-1', ready}
+if d.ready_key ~= '' then ready = redis.call('XLEN', d.ready_key) end
+return {#due_ids, d.now, next_due[2] or '-1', ready}

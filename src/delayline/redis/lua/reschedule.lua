@@ -12,23 +12,22 @@
 -- delivered, cancelled or rescheduled already; {'requested', request} if a
 -- cancel or reschedule was requested for it already.
 
-local journal_ttl = tonumber(ARGV[2])
-local rejects_key = KEYS[7]
-local box, inbound_key, ns = {KEYS[1], KEYS[2], KEYS[3]}, KEYS[4], KEYS[8]
-local horizon_ms = tonumber(ARGV[7])
+local ns = KEYS[8]
 --! include delivery.lua
 --! include cancel_request.lua
+local d = delivery({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[7],
+  box = {KEYS[1], KEYS[2], KEYS[3]}, inbound_key = KEYS[4], horizon_ms = tonumber(ARGV[7])})
 local id, due, new_id, new_due = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local settled = redis.call('HGET', journal_of(due), id)
 if settled then return {'settled', settled} end
 local requested = redis.call('HGET', cancels_of(due), id)
 if requested then return {'requested', requested} end
-request_cancel(id, due, '', new_id .. ':' .. new_due, now, tonumber(ARGV[1]))
-if deliver_waiting(box[2], id) then
-  redis.call('ZREM', box[1], id)
-  redis.call('HDEL', box[2], id)
+request_cancel(id, due, '', new_id .. ':' .. new_due, d.now, tonumber(ARGV[1]))
+if d.deliver_waiting(KEYS[2], id) then
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
 else
-  redis.call('XADD', inbound_key, '*', unpack(ARGV, 9, 8 + 2 * tonumber(ARGV[8])))
+  redis.call('XADD', KEYS[4], '*', unpack(ARGV, 9, 8 + 2 * tonumber(ARGV[8])))
 end
-flush_counts(KEYS[5], KEYS[6])
+d.flush_counts(KEYS[5], KEYS[6])
 return {'rescheduled', ''}

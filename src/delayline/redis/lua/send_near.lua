@@ -15,6 +15,7 @@ local ns = KEYS[6]
 --! include outbox.lua
 --! include pending.lua
 --! include status_keys.lua
+--! include horizon.lua
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local horizon_ms = tonumber(ARGV[1])
@@ -26,7 +27,7 @@ while i <= #ARGV do
   local f = {}
   for j = i + 1, last, 2 do f[ARGV[j]] = ARGV[j + 1] end
   local due = f['deliver_at_ms']
-  if tonumber(due) - now_ms > horizon_ms then
+  if not is_near(due, now_ms, horizon_ms) then
     redis.call('XADD', KEYS[4], '*', unpack(ARGV, i + 1, last))
   else
     near = near + 1

@@ -8,24 +8,24 @@
 -- flusher read them; only a reject's other fields are read here again).
 -- Returns how many it settled.
 
-local journal_ttl = tonumber(ARGV[1])
-local rejects_key, ns = KEYS[4], KEYS[5]
+local ns = KEYS[5]
 --! include delivery.lua
+local d = delivery({journal_ttl = tonumber(ARGV[1]), rejects_key = KEYS[4]})
 local settled = 0
 for i = 2, #ARGV, 4 do
   local found = {}
   if ARGV[i + 1] ~= '' then found = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) end
   if redis.call('XDEL', KEYS[1], ARGV[i]) == 1 then
     if ARGV[i + 1] == '' then
-      count_delivered(ARGV[i + 2], tonumber(ARGV[i + 3]))
+      d.count_delivered(ARGV[i + 2], tonumber(ARGV[i + 3]))
     else
       local fields, f = found[1][2], {}
       for j = 1, #fields, 2 do f[fields[j]] = fields[j + 1] end
-      reject_undelivered(f['topic'], f['id'], f['body'], f['key'], f['headers'],
+      d.reject_undelivered(f['topic'], f['id'], f['body'], f['key'], f['headers'],
         f['deliver_at_ms'], f['attempt'], ARGV[i + 1])
     end
     settled = settled + 1
   end
 end
-flush_counts(KEYS[2], KEYS[3])
+d.flush_counts(KEYS[2], KEYS[3])
 return settled

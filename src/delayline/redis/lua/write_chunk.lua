@@ -25,13 +25,11 @@
 -- resumes at written; a chunk that starts after it would leave a gap and is
 -- refused. Returns {written, delivered, duplicates, dropped, rejected}.
 
+local ns = KEYS[9]
+--! include delivery.lua
 local batch = tonumber(ARGV[1])
 local first = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
-local journal_ttl = tonumber(ARGV[5])
-local rejects_key = KEYS[4]
-local box, inbound_key, ns = {KEYS[5], KEYS[6], KEYS[8]}, KEYS[7], KEYS[9]
-local horizon_ms = tonumber(ARGV[6])
 local state = redis.call('HMGET', KEYS[1], 'batch', 'written')
 local written = 0
 if tonumber(state[1]) == batch then written = tonumber(state[2]) end
@@ -40,7 +38,10 @@ if written < first then
   return redis.error_reply('DELAYLINE_MARKER batch ' .. batch .. ': chunk starts at row '
     .. first .. ' but only ' .. written .. ' rows are written')
 end
---! include delivery.lua
+local box = {KEYS[5], KEYS[6], KEYS[8]}
+local d = delivery({journal_ttl = tonumber(ARGV[5]), rejects_key = KEYS[4], box = box,
+  inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[6])})
+local counts = d.counts
 local i = 7
 for _ = 1, count do
   local kind = ARGV[i]
@@ -48,38 +49,38 @@ for _ = 1, count do
     local n = tonumber(ARGV[i + 4])
     local fields = {}
     for j = 1, 2 * n do fields[j] = ARGV[i + 4 + j] end
-    add_reject(fields, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
+    d.add_reject(fields, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
     i = i + 5 + 2 * n
   else
     local topic, id, body, key, headers, due, attempt, journal, cancels =
       unpack(ARGV, i + 1, i + 9)
     i = i + 10
     if kind == 'x' then
-      drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+      d.drop(topic, id, body, key, headers, due, attempt, journal, cancels)
     elseif kind == 'c' then
-      inbound_send(id, topic, body, key, headers, due, attempt, true)
+      d.inbound_send(id, topic, body, key, headers, due, attempt, true)
       counts.cascaded = counts.cascaded + 1
     elseif kind ~= 'd' then
       return redis.error_reply('DELAYLINE_ROW unknown row kind ' .. tostring(kind))
-    elseif tonumber(due) > now_ms then
+    elseif tonumber(due) > d.now_ms then
       -- A message whose id already waits in the outbox is a duplicate: the first one wins.
-      if not outbox_put(box, now_ms, id, topic, body, key, headers, due, attempt, journal,
+      if not outbox_put(box, d.now_ms, id, topic, body, key, headers, due, attempt, journal,
           cancels) then
         counts.duplicates = counts.duplicates + 1
         pending_add(due, topic, -1)
       end
-    elseif deliver_waiting(box[2], id) then
+    elseif d.deliver_waiting(box[2], id) then
       -- Due as well (same id, same time): it goes now, ahead of the pump.
       redis.call('ZREM', box[1], id)
       redis.call('HDEL', box[2], id)
       counts.duplicates = counts.duplicates + 1
       pending_add(due, topic, -1)
     else
-      deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+      d.deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
     end
   end
 end
 redis.call('HSET', KEYS[1], 'batch', ARGV[1], 'written', first + count)
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-flush_counts(KEYS[2], KEYS[3])
+d.flush_counts(KEYS[2], KEYS[3])
 return {first + count, counts.delivered, counts.duplicates, counts.dropped, counts.rejected}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from delayline import ids, timing
 from delayline.errors import DelaylineError
 from delayline.model import Cancel, decode_record
+from delayline.redis import lua_source
 from delayline.scheduler.pipeline import packs
 from delayline.validation import Limits
 
@@ -22,8 +23,9 @@ def entry_time_ms(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-#: The inbound field that marks a send handed down from a coarse slot (not a new message).
-CASCADE_FIELD = b"cascade"
+#: The inbound field that marks a send handed down from a coarse slot (not a new
+#: message); spelled once, in the marker table shared with the Lua scripts.
+CASCADE_FIELD = lua_source.CASCADE_FIELD
 
 
 #: Fields the scheduler adds to a reject; an original field of the same name is
