@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO, TypeVar, cast
@@ -36,6 +37,7 @@ from delayline.forecast import DEFAULT_HOT_OVER, GRANULARITIES
 from delayline.kafka.records import INBOUND_TOPIC, console_headers
 from delayline.metrics import percentile_ms
 from delayline.model import Message, message_from
+from delayline.moments import parse_moment_ms
 from delayline.progress import ProgressBar, format_bound
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS
 from delayline.scheduler.settings import SchedulerSettings, run_options
@@ -368,11 +370,6 @@ def host_list(text: str | None) -> tuple[str, ...]:
     return tuple(name.strip() for name in (text or "").split(",") if name.strip())
 
 
-def parse_at(text: str) -> int:
-    """``--at``: epoch ms if all digits, else an RFC 3339 time."""
-    return int(text) if text.isdigit() else timing.parse_time_ms(text)
-
-
 def parse_headers(pairs: tuple[str, ...]) -> dict[str, str]:
     headers = {}
     for pair in pairs:
@@ -425,7 +422,7 @@ def when(delay: str | None, at: str | None, level: int | None) -> dict[str, int 
     """The SDK's ``delay``, ``deliver_at`` and ``level`` from :func:`when_options`."""
     return {
         "delay": None if delay is None else timing.parse_duration_ms(delay),
-        "deliver_at": None if at is None else parse_at(at),
+        "deliver_at": None if at is None else parse_moment_ms(at, "--at"),
         "level": level,
     }
 
@@ -741,24 +738,12 @@ def stats(redis_url: str, as_json: bool) -> None:
     )
 
 
-def parse_moment(text: str, field: str) -> int:
-    """``--from`` / ``--to``: epoch ms if all digits, a duration from now (``90s``,
-    ``2h``), or an RFC 3339 time. Raises ValidationError for anything else."""
-    if text.isdigit():
-        return int(text)
-    try:
-        return timing.now_ms() + timing.parse_duration_ms(text)
-    except ValidationError:
-        pass
-    try:
-        return timing.parse_time_ms(text, field)
-    except ValidationError as exc:
-        raise ValidationError(
-            field,
-            "time",
-            f"--{field} {text!r} is neither an RFC 3339 time (2026-12-01T09:00:00Z), "
-            "epoch ms, nor a duration from now (2h)",
-        ) from exc
+def window_end(text: str | None, flag: str) -> datetime | None:
+    """``--from`` or ``--to``: RFC 3339, epoch ms or a duration from now; None if not
+    given. Raises ValidationError naming ``flag``."""
+    if text is None:
+        return None
+    return timing.from_epoch_ms(parse_moment_ms(text, flag, now_ms=timing.now_ms()))
 
 
 #: Width of the longest bar in ``delayline pending`` (characters).
@@ -821,10 +806,7 @@ def pending(
       delayline pending --topic orders.timeout --from 2026-12-01T00:00:00Z --to 1d
       delayline pending --list --topic orders.timeout --key 42
     """
-    window = {
-        "start": None if start is None else timing.from_epoch_ms(parse_moment(start, "from")),
-        "end": None if end is None else timing.from_epoch_ms(parse_moment(end, "to")),
-    }
+    window = {"start": window_end(start, "--from"), "end": window_end(end, "--to")}
     if as_list:
         show = sys.stderr.isatty() if progress is None else progress
         list_messages(redis_url, topic, key, limit, window, show, as_json)

@@ -29,6 +29,7 @@ PURE_CORE = (
     "delayline.listing",
     "delayline.metrics",
     "delayline.model",
+    "delayline.moments",
     "delayline.plans",
     "delayline.plans.consuming",
     "delayline.plans.observing",

@@ -81,6 +81,7 @@ from delayline.errors import (
 from delayline.forecast import DEFAULT_HOT_OVER
 from delayline.listing import MAX_LIMIT
 from delayline.model import Message
+from delayline.moments import parse_moment_ms
 from delayline.plans.observing import SCHEDULER_ALIVE_MS
 from delayline.validation import Limits
 
@@ -105,9 +106,15 @@ HEALTH_TIMEOUT_S = 1.5
 
 
 def moment(text: str | None, field: str) -> datetime | None:
-    """An RFC 3339 query parameter as an aware datetime; None if absent. Raises
-    ValidationError naming ``field``."""
-    return None if text is None else timing.from_epoch_ms(timing.parse_time_ms(text, field))
+    """A query parameter's time (RFC 3339, epoch ms, or a duration from now) as an aware
+    datetime; None if absent. Raises ValidationError naming ``field``."""
+    if text is None:
+        return None
+    return timing.from_epoch_ms(parse_moment_ms(text, field, now_ms=timing.now_ms()))
+
+
+#: What ``from`` and ``to`` take.
+TIME_FORMS = "RFC 3339, epoch ms, or a duration from now (2h)"
 
 
 @dataclass(frozen=True)
@@ -119,8 +126,8 @@ class Window:
 
 
 def window(
-    start: str | None = Query(None, alias="from", description="RFC 3339; open if absent"),
-    end: str | None = Query(None, alias="to", description="RFC 3339, excluded"),
+    start: str | None = Query(None, alias="from", description=f"{TIME_FORMS}; open if absent"),
+    end: str | None = Query(None, alias="to", description=f"{TIME_FORMS}; excluded"),
 ) -> Window:
     """The ``from`` and ``to`` query parameters of a route that takes a window (a
     dependency). Raises ValidationError naming the parameter."""
