@@ -18,6 +18,7 @@ from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
 from delayline.timing import now_ms
+from tests.api.asgi import asgi_client
 from tests.sinking import answer, count_inbound, delivered, sink
 from tests.support import free_port
 
@@ -29,8 +30,7 @@ def call(redis_url: str, scenario: Scenario, **app_options: Any) -> None:
 
     async def main() -> None:
         app = create_app(redis_url, **app_options)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8470") as http:
+        async with asgi_client(app, base_url="http://127.0.0.1:8470") as http:
             await scenario(http)
 
     asyncio.run(main())
