@@ -126,7 +126,7 @@ def test_cancel_and_status(redis_url: str) -> None:
     assert "(late " in shown.output
     too_late = invoke(redis_url, "cancel", shipped)
     assert too_late.exit_code == 1
-    assert too_late.output == f"error: message {shipped} cannot be cancelled: it is delivered\n"
+    assert too_late.output == f"error: cannot cancel message {shipped}: it is delivered\n"
 
 
 def test_tail_with_a_group_reads_and_acks(redis_url: str, raw_redis: redis.Redis) -> None:

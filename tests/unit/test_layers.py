@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import delayline
-from delayline.cli import SERVER_MODULES
+from delayline.cli.options import SERVER_MODULES
 
 #: The pure core: the message model, validation, ids, time and wheel math, the
 #: sans-IO plans, the rows the sink hands to Redis. No I/O library, no server part.
