@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from delayline import local, timing
-from delayline.client import (
+from delayline.client_base import (
     DEFAULT_BATCH,
     DEFAULT_BLOCK_MS,
     DEFAULT_CLAIM_IDLE_MS,

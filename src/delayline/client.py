@@ -1,16 +1,14 @@
 """The SDK: produce (send, send_many, cancel), ask (status), and consume.
 
 Every method is a plan from :mod:`delayline.plans` run in one pipelined
-round trip; :mod:`delayline.async_client` runs the same plans with asyncio.
+round trip (the plans are built in :mod:`delayline.client_base`);
+:mod:`delayline.async_client` runs the same plans with asyncio.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,9 +16,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from delayline import local, timing
+from delayline.client_base import (
+    DEFAULT_BATCH,
+    DEFAULT_BLOCK_MS,
+    DEFAULT_CLAIM_IDLE_MS,
+    DEFAULT_STATUS_RETENTION_MS,
+    ClientBase,
+    message_batch,
+)
 from delayline.delivery import DeliveryBase
-from delayline.errors import ConfigurationError, MessageStateError, ValidationError
-from delayline.forecast import DEFAULT_HOT_OVER, Forecast, check_granularity
+from delayline.errors import ConfigurationError, MessageStateError
+from delayline.forecast import DEFAULT_HOT_OVER, Forecast
 from delayline.kafka.records import INBOUND_TOPIC
 from delayline.listing import (
     LISTING_POLL_S,
@@ -31,33 +37,17 @@ from delayline.listing import (
     later_ones,
     listing_waits,
 )
-from delayline.model import Message, message_from
-from delayline.plans import Plan, consuming, observing, producing
-from delayline.redis import keys
+from delayline.model import Message
+from delayline.plans import Plan, consuming, observing
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retry import RetryPolicy
 from delayline.status import MessageStatus
-from delayline.validation import Limits, resolve_deliver_at_ms
+from delayline.validation import Limits
 
 if TYPE_CHECKING:
     from delayline.kafka.producer import KafkaInboundProducer
 
 T = TypeVar("T")
-
-#: How long the SDK keeps a cancel request for ``status`` (ms): the scheduler's
-#: default journal retention, so both records age out together.
-DEFAULT_STATUS_RETENTION_MS = keys.JOURNAL_RETENTION_MS
-
-#: Consumer defaults: wait for new entries up to 5 s; reclaim another consumer's
-#: unacknowledged entries after 60 s idle.
-DEFAULT_BLOCK_MS = 5_000
-DEFAULT_BATCH = 100
-DEFAULT_CLAIM_IDLE_MS = 60_000
-
-
-def default_consumer_name() -> str:
-    """``<hostname>-<pid>``: unique per process, stable for its life."""
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 def kafka_producer(brokers: str, topic: str) -> KafkaInboundProducer:
@@ -70,184 +60,6 @@ def kafka_producer(brokers: str, topic: str) -> KafkaInboundProducer:
             "sending through Kafka needs confluent-kafka: pip install 'delayline[kafka]'"
         ) from exc
     return KafkaInboundProducer(brokers, topic)
-
-
-def message_batch(
-    items: Iterable[Mapping[str, Any] | Message], *, now_ms: int, limits: Limits
-) -> list[Message]:
-    """Validate every item before anything is sent; the error names the item's index."""
-    messages = []
-    for index, item in enumerate(items):
-        try:
-            messages.append(message_from(item, now_ms=now_ms, limits=limits))
-        except ValidationError as exc:
-            raise ValidationError(
-                f"messages[{index}].{exc.field}", exc.rule, f"message {index}: {exc.message}"
-            ) from exc
-    return messages
-
-
-class ClientBase:
-    """What Client and AsyncClient share: limits, and the plans behind every method."""
-
-    def __init__(self, *, limits: Limits | None, status_retention_ms: int) -> None:
-        self.limits = limits or Limits()
-        self.status_retention_ms = status_retention_ms
-        #: The scheduler's config once it has published it, and when it was read
-        #: (monotonic ms): read again after producing.SHARDS_REFRESH_MS, since a
-        #: drain can change it.
-        self._published: producing.Published | None = None
-        self._published_at_ms = 0
-
-    def _message(self, topic: str, body: bytes | str, **arguments: Any) -> Message:
-        return Message.create(topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments)
-
-    def _send_plan(self, topic: str, body: bytes | str, **arguments: Any) -> Plan[list[str]]:
-        return self._sends_plan([self._message(topic, body, **arguments)])
-
-    def _send_many_plan(self, messages: Iterable[Mapping[str, Any] | Message]) -> Plan[list[str]]:
-        batch = message_batch(messages, now_ms=timing.now_ms(), limits=self.limits)
-        return self._sends_plan(batch)
-
-    def _sends_plan(self, messages: list[Message]) -> Plan[list[str]]:
-        return self._with_published(lambda published: producing.send(messages, published))
-
-    def _with_published(self, build: Callable[[producing.Published], Plan[T]]) -> Plan[T]:
-        """``build``'s plan for the scheduler's config (its shards and horizon), read
-        first unless known for less than producing.SHARDS_REFRESH_MS."""
-        if time.monotonic() * 1000 - self._published_at_ms > producing.SHARDS_REFRESH_MS:
-            self._published = None
-        return producing.with_published(build, self._published, self._learn)
-
-    def _learn(self, published: producing.Published) -> None:
-        self._published = published
-        self._published_at_ms = int(time.monotonic() * 1000)
-
-    def _cancel_plan(self, message_id: str) -> Plan[bool]:
-        return self._with_published(
-            lambda published: producing.cancel(
-                message_id,
-                now_ms=timing.now_ms(),
-                retention_ms=self.status_retention_ms,
-                published=published,
-                limits=self.limits,
-            )
-        )
-
-    def _reschedule_plan(
-        self,
-        message_id: str,
-        delay: timedelta | int | None,
-        deliver_at: datetime | int | None,
-        level: int | None,
-    ) -> Plan[str]:
-        now = timing.now_ms()
-        deliver_at_ms = resolve_deliver_at_ms(
-            now_ms=now, limits=self.limits, delay=delay, deliver_at=deliver_at, level=level
-        )
-        return self._with_published(
-            lambda published: producing.reschedule(
-                message_id,
-                deliver_at_ms,
-                now_ms=now,
-                retention_ms=self.status_retention_ms,
-                published=published,
-                limits=self.limits,
-            )
-        )
-
-    def _listing(
-        self,
-        topic: str | None,
-        key: str | None,
-        start: datetime | None,
-        end: datetime | None,
-        limit: int,
-    ) -> tuple[ListRequest, str]:
-        request = ListRequest(
-            topic=topic,
-            key=key,
-            from_ms=None if start is None else timing.to_epoch_ms(start, "start"),
-            to_ms=None if end is None else timing.to_epoch_ms(end, "end"),
-            limit=limit,
-        )
-        return request, uuid.uuid4().hex
-
-    def _cancel_many_plan(self, topic: str, rows: list[PendingMessage]) -> Plan[int]:
-        return self._with_published(
-            lambda published: producing.cancel_many(
-                [row.id for row in rows],
-                topic,
-                now_ms=timing.now_ms(),
-                retention_ms=self.status_retention_ms,
-                shards=published.shards,
-            )
-        )
-
-    def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
-        return self._with_published(
-            lambda published: producing.status(
-                message_id, now_ms=timing.now_ms(), published=published
-            )
-        )
-
-    def _rejects_plan(self, count: int) -> Plan[list[observing.StreamEntry]]:
-        return self._with_published(
-            lambda published: observing.rejects(count, shards=published.read_shards)
-        )
-
-    def _outbox_plan(self, request: ListRequest) -> Plan[list[PendingMessage]]:
-        return self._with_published(
-            lambda published: observing.outbox_listing(request, shards=published.read_shards)
-        )
-
-    def _metrics_plan(self) -> Plan[observing.Metrics]:
-        return self._with_published(
-            lambda published: observing.metrics(
-                now_ms=timing.now_ms(), shards=published.read_shards
-            )
-        )
-
-    def _pending_plan(
-        self,
-        by: str,
-        topic: str | None,
-        start: datetime | None,
-        end: datetime | None,
-        hot_over: int,
-    ) -> Plan[Forecast]:
-        granularity = check_granularity(by)
-        from_ms = None if start is None else timing.to_epoch_ms(start, "start")
-        to_ms = None if end is None else timing.to_epoch_ms(end, "end")
-        return self._with_published(
-            lambda published: observing.forecast(
-                by=granularity,
-                topic=topic,
-                from_ms=from_ms,
-                to_ms=to_ms,
-                hot_over=hot_over,
-                now_ms=timing.now_ms(),
-                shards=published.read_shards,
-            )
-        )
-
-    def _consumer(
-        self,
-        topic: str,
-        group: str,
-        consumer: str | None,
-        batch: int,
-        block_ms: int,
-        claim_idle_ms: int,
-    ) -> consuming.Consumer:
-        return consuming.Consumer(
-            topic,
-            group,
-            consumer or default_consumer_name(),
-            batch=batch,
-            block_ms=block_ms,
-            claim_idle_ms=claim_idle_ms,
-        )
 
 
 class Client(ClientBase):

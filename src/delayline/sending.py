@@ -2,7 +2,9 @@
 
 Each line is an object of :meth:`delayline.Client.send`'s arguments: ``topic``,
 ``body`` (text) or ``body_b64``, at most one of ``delay`` (ms, or a duration
-such as ``"30m"``), ``deliver_at`` (epoch ms, or RFC 3339) and ``level``, and
+such as ``"30m"``), ``deliver_at`` (epoch ms, or text that
+:func:`delayline.moments.parse_moment_ms` reads: RFC 3339 or epoch ms) and
+``level``, and
 optional ``key`` and ``headers``. Blank lines are skipped.
 """
 
@@ -16,7 +18,8 @@ from typing import Any
 
 from delayline.errors import ValidationError
 from delayline.model import SEND_ARGUMENTS
-from delayline.timing import parse_duration_ms, parse_time_ms
+from delayline.moments import parse_moment_ms
+from delayline.timing import parse_duration_ms
 
 #: The keys a line may have: send's arguments, and the body as base64.
 LINE_KEYS = SEND_ARGUMENTS | {"body_b64"}
@@ -43,7 +46,7 @@ def send_arguments(line: str) -> dict[str, Any]:
     if isinstance(item.get("delay"), str):
         item["delay"] = parse_duration_ms(item["delay"])
     if isinstance(item.get("deliver_at"), str):
-        item["deliver_at"] = parse_time_ms(item["deliver_at"])
+        item["deliver_at"] = parse_moment_ms(item["deliver_at"], "deliver_at")
     return item
 
 

@@ -23,12 +23,14 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from delayline.errors import ValidationError
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
+# ASCII digits, at most 15 a number: more is no duration, and int() would refuse
+# thousands of them with a ValueError rather than a ValidationError.
+_DURATION = re.compile(r"([0-9]{1,15})(ms|s|m|h|d)")
 
 
 def parse_duration_ms(text: str) -> int:
@@ -87,11 +89,13 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: 1970-01-01T00:00:00Z, where epoch ms count from.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: 9999-12-31T23:59:59.999Z, the last instant a datetime can show (epoch ms).
 LAST_MS = 253_402_300_799_999
 
 
-def _shown(epoch_ms: int, field: str) -> int:
+def in_range_ms(epoch_ms: int, field: str) -> int:
     """``epoch_ms``, unless it is past LAST_MS (a time with a negative offset on the
     last day of 9999, say). Raises ValidationError naming ``field``."""
     if epoch_ms > LAST_MS:
@@ -112,26 +116,8 @@ def to_epoch_ms(moment: datetime, field: str = "deliver_at") -> int:
             f"{field} must be timezone-aware (for example datetime.now(UTC)); "
             "a naive datetime is ambiguous",
         )
-    return _shown(int(moment.timestamp() * 1000), field)
-
-
-def parse_time_ms(text: str, field: str = "deliver_at") -> int:
-    """Epoch ms of an RFC 3339 time such as ``2026-12-01T09:00:00Z`` or ``...+08:00``.
-
-    Raises ValidationError naming ``field`` for anything else, including a time
-    without an offset or one after LAST_MS.
-    """
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValidationError(
-            field, "rfc3339", f"not an RFC 3339 time: {text!r} (example: 2026-12-01T09:00:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        raise ValidationError(
-            field, "timezone", f"{text!r} has no timezone offset; add Z or +hh:mm"
-        )
-    return _shown(int(moment.timestamp() * 1000), field)
+    # In integers, as from_epoch_ms: a float of seconds is a millisecond off at times.
+    return in_range_ms((moment - EPOCH) // timedelta(milliseconds=1), field)
 
 
 def format_time(epoch_ms: int) -> str:
@@ -141,7 +127,8 @@ def format_time(epoch_ms: int) -> str:
 
 def from_epoch_ms(epoch_ms: int) -> datetime:
     """The aware UTC datetime of an epoch-ms timestamp."""
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    # In integers: a float of seconds loses the millisecond after the year 2200 or so.
+    return EPOCH + timedelta(milliseconds=epoch_ms)
 
 
 def level_delay_ms(level: int) -> int:

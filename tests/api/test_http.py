@@ -19,6 +19,7 @@ from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
 from delayline.testing import free_port
 from delayline.timing import now_ms
+from tests.api.asgi import asgi_client
 from tests.sinking import answer, count_inbound, delivered, sink
 
 Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
@@ -29,8 +30,7 @@ def call(redis_url: str, scenario: Scenario, **app_options: Any) -> None:
 
     async def main() -> None:
         app = create_app(redis_url, **app_options)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8470") as http:
+        async with asgi_client(app, base_url="http://127.0.0.1:8470") as http:
             await scenario(http)
 
     asyncio.run(main())
@@ -96,6 +96,9 @@ def test_post_a_message(redis_url: str, raw_redis: redis.Redis) -> None:
             "timezone",
         ),
         ({"topic": "t", "body": "x", "deliver_at": "soon"}, "deliver_at", "rfc3339"),
+        ({"topic": "t", "body": "x", "deliver_at": "2026-W50-1T09:00Z"}, "deliver_at", "rfc3339"),
+        ({"topic": "t", "body": "x", "deliver_at": "2026-335T09:00:00Z"}, "deliver_at", "rfc3339"),
+        ({"topic": "t", "body": "x", "deliver_at": ""}, "deliver_at", "rfc3339"),
         ({"topic": "t", "body": "x", "delay_ms": -1}, "delay", "negative"),
         ({"topic": "t", "body": "x", "delay_ms": 1, "level": 1}, "level", "exclusive"),
         ({"topic": "t", "body": "x", "level": 19}, "level", "range"),
@@ -338,6 +341,10 @@ def test_pending_forecast(redis_url: str) -> None:
             "from",
             "rfc3339",
         )
+        # The window takes the CLI's forms: RFC 3339, epoch ms, a duration from now.
+        for start, end in [("2026-12-10T10:00:00Z", "1798761600000"), ("2h", "3h")]:
+            within = await http.get("/v1/pending", params={"from": start, "to": end})
+            assert within.status_code == 200, within.text
 
     call(redis_url, scenario)
 

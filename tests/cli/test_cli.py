@@ -77,7 +77,9 @@ def test_send_forms(redis_url: str, raw_redis: redis.Redis) -> None:
         (["send", "t", "x", "--delay", "soon"], "error: not a duration: 'soon'"),
         (["send", "t", "x", "--delay", "30"], "error: not a duration: '30'"),
         (["send", "t", "x", "--at", "2027-01-01T00:00:00"], "has no timezone offset"),
-        (["send", "t", "x", "--at", "whenever"], "not an RFC 3339 time"),
+        (["send", "t", "x", "--at", "whenever"], "--at 'whenever' is not RFC 3339"),
+        (["send", "t", "x", "--at", "2026-W50-1T09:00Z"], "(2026-12-01T09:00:00Z) or epoch ms"),
+        (["send", "t", "x", "--at", "2h"], "--at '2h' is not RFC 3339"),
         (["send", "t", "x", "--level", "19"], "level must be an integer from 1 to 18"),
         (
             ["send", "t", "x", "--delay", "1s", "--level", "1"],
@@ -124,7 +126,7 @@ def test_cancel_and_status(redis_url: str) -> None:
     assert "(late " in shown.output
     too_late = invoke(redis_url, "cancel", shipped)
     assert too_late.exit_code == 1
-    assert too_late.output == f"error: message {shipped} cannot be cancelled: it is delivered\n"
+    assert too_late.output == f"error: cannot cancel message {shipped}: it is delivered\n"
 
 
 def test_tail_with_a_group_reads_and_acks(redis_url: str, raw_redis: redis.Redis) -> None:
@@ -307,7 +309,7 @@ def test_pending_prints_a_bar_per_bucket_and_the_hot_instants(
     assert window.output.splitlines()[-1].split() == ["total", "1"]
     bad = invoke(redis_url, "pending", "--from", "soon")
     assert bad.exit_code == 2
-    assert "--from 'soon' is neither an RFC 3339 time" in bad.output
+    assert "--from 'soon' is not RFC 3339 (2026-12-01T09:00:00Z), epoch ms" in bad.output
 
 
 def test_reschedule_prints_the_new_id(redis_url: str, raw_redis: redis.Redis) -> None:
@@ -356,6 +358,10 @@ def test_send_many_sends_nothing_if_any_line_is_bad(
         ('{"topic": "bad topic", "body": "b"}', "line 2: topic"),
         ('{"topic": "t", "body": "b", "delay": "soon"}', "line 2: not a duration"),
         ('{"topic": "t", "body": "b", "when": 1}', "line 2: unknown key 'when'"),
+        (
+            '{"topic": "t", "body": "b", "deliver_at": "2026-W50-1T09:00Z"}',
+            "line 2: deliver_at '2026-W50-1T09:00Z' is not RFC 3339",
+        ),
         ("[1, 2]", "line 2: each line must be a JSON object"),
         ("{", "line 2: not JSON"),
     ):

@@ -13,13 +13,13 @@ import asyncio
 import uuid
 from collections.abc import Callable
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
 from delayline import Client
 from delayline.api.app import create_app
 from delayline.cli import main
+from tests.api.asgi import asgi_client
 from tests.e2e.harness import Service, wait_for
 
 pytestmark = pytest.mark.spark
@@ -39,8 +39,7 @@ def send_and_cancel_sdk(url: str, topic: str, delay_ms: int) -> tuple[list[str],
 
 def send_and_cancel_http(url: str, topic: str, delay_ms: int) -> tuple[list[str], int]:
     async def scenario() -> tuple[list[str], int]:
-        transport = httpx.ASGITransport(app=create_app(url))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        async with asgi_client(create_app(url), base_url="http://127.0.0.1") as http:
             item = {"topic": topic, "body": "x", "delay_ms": delay_ms, "key": "order-42"}
             sent = await http.post("/v1/messages:batch", json={"messages": [item] * DOOMED})
             assert sent.status_code == 200, sent.text

@@ -17,6 +17,7 @@ from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
 from delayline.timing import now_ms
 from delayline.validation import Limits
+from tests.api.asgi import asgi_client
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 #: Well formed, but due after the year 9999.
@@ -25,8 +26,7 @@ AFTER_9999 = "7" * 26
 
 def http(redis_url: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
     async def call() -> httpx.Response:
-        transport = httpx.ASGITransport(app=create_app(redis_url))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        async with asgi_client(create_app(redis_url), base_url="http://127.0.0.1") as client:
             return await client.request(method, path, **kwargs)
 
     return asyncio.run(call())

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from delayline.api.app import create_app
 from delayline.cli import main
 from delayline.redis.connection import READ_TIMEOUT_S
+from tests.api.asgi import asgi_client
 
 
 @pytest.fixture
@@ -48,8 +49,7 @@ def silent_url() -> Iterator[str]:
 
 def test_the_health_check_answers_503_within_2_s(silent_url: str) -> None:
     async def check() -> httpx.Response:
-        transport = httpx.ASGITransport(app=create_app(silent_url))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        async with asgi_client(create_app(silent_url), base_url="http://127.0.0.1") as http:
             return await http.get("/healthz")
 
     began = time.monotonic()

@@ -15,6 +15,7 @@ import pytest
 from delayline.api.app import create_app
 from delayline.api.middleware import TOKEN_COOKIE
 from delayline.testing import free_port
+from tests.api.asgi import asgi_client
 
 TOKEN = "t0ken-for-tests"
 MESSAGE = {"topic": "orders", "body": "x", "delay_ms": 60_000}
@@ -23,8 +24,7 @@ MESSAGE = {"topic": "orders", "body": "x", "delay_ms": 60_000}
 def request(redis_url: str, method: str, url: str, app_options: dict[str, Any] | None = None,
             **kwargs: Any) -> httpx.Response:  # fmt: skip
     async def call() -> httpx.Response:
-        transport = httpx.ASGITransport(app=create_app(redis_url, **(app_options or {})))
-        async with httpx.AsyncClient(transport=transport) as client:
+        async with asgi_client(create_app(redis_url, **(app_options or {}))) as client:
             return await client.request(method, url, **kwargs)
 
     return asyncio.run(call())

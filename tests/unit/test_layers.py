@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import delayline
-from delayline.cli import SERVER_MODULES
+from delayline.cli.options import SERVER_MODULES
 
 #: The scheduler's pure modules: ``delayline run --help`` shows the settings.
 SCHEDULER_PURE = ("delayline.scheduler.settings", "delayline.scheduler.runtime.quiet")
@@ -31,6 +31,7 @@ PURE_CORE = (
     "delayline.listing",
     "delayline.metrics",
     "delayline.model",
+    "delayline.moments",
     "delayline.plans",
     "delayline.plans.consuming",
     "delayline.plans.observing",

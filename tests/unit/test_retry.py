@@ -4,7 +4,7 @@ import pytest
 
 from delayline.errors import ValidationError
 from delayline.retry import ROCKETMQ_RETRY_DELAYS_MS, RetryPolicy
-from delayline.timing import format_duration, parse_time_ms
+from delayline.timing import format_duration
 
 
 def test_default_is_rocketmqs_sixteen_retries() -> None:
@@ -40,28 +40,6 @@ def test_custom_policy() -> None:
     assert RetryPolicy([]).delay_after(1) is None
     with pytest.raises(ValidationError):
         RetryPolicy([-1])
-
-
-@pytest.mark.parametrize(
-    ("text", "expected_ms"),
-    [
-        ("2026-12-01T09:00:00Z", 1_796_115_600_000),
-        ("2026-12-01T17:00:00+08:00", 1_796_115_600_000),
-        ("2026-12-01T09:00:00.250Z", 1_796_115_600_250),
-    ],
-)
-def test_rfc3339(text: str, expected_ms: int) -> None:
-    assert parse_time_ms(text) == expected_ms
-
-
-@pytest.mark.parametrize(
-    ("text", "rule"),
-    [("2026-12-01T09:00:00", "timezone"), ("tomorrow", "rfc3339"), ("", "rfc3339")],
-)
-def test_rfc3339_refusals(text: str, rule: str) -> None:
-    with pytest.raises(ValidationError) as caught:
-        parse_time_ms(text, field="at")
-    assert (caught.value.field, caught.value.rule) == ("at", rule)
 
 
 def test_format_duration() -> None:

@@ -61,7 +61,9 @@ def test_parse_duration(text: str, expected_ms: int) -> None:
     assert timing.parse_duration_ms(text) == expected_ms
 
 
-@pytest.mark.parametrize("text", ["", "30", "m", "1x", "-5s", "1.5h", "30m-", "h1"])
+@pytest.mark.parametrize(
+    "text", ["", "30", "m", "1x", "-5s", "1.5h", "30m-", "h1", "\u0663s", "9" * 5_000 + "d"]
+)
 def test_parse_duration_refuses_garbage(text: str) -> None:
     with pytest.raises(ValidationError, match="not a duration"):
         timing.parse_duration_ms(text)

@@ -14,6 +14,7 @@ from delayline.errors import ValidationError
 from delayline.forecast import Forecast, Granularity
 from delayline.listing import PendingMessage
 from delayline.model import Message
+from delayline.moments import parse_moment_ms
 from delayline.plans.observing import StreamEntry
 from delayline.status import MessageStatus, State
 from delayline.validation import Limits
@@ -32,7 +33,8 @@ class When(TypedDict):
 
 class WhenIn(BaseModel):
     """When a message is due: at most one of ``delay_ms``, ``deliver_at`` (RFC 3339 with
-    an offset, or epoch ms) and ``level``; none of the three means now."""
+    an offset, or epoch ms as a number or a string) and ``level``; none of the three
+    means now."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -50,10 +52,10 @@ class WhenIn(BaseModel):
 
     def when(self) -> When:
         """The SDK's ``delay``, ``deliver_at`` and ``level``. Raises ValidationError for
-        a time that is not RFC 3339."""
+        a time that is neither RFC 3339 nor epoch ms."""
         deliver_at = self.deliver_at
         if isinstance(deliver_at, str):
-            deliver_at = timing.parse_time_ms(deliver_at)
+            deliver_at = parse_moment_ms(deliver_at, "deliver_at")
         return {"delay": self.delay_ms, "deliver_at": deliver_at, "level": self.level}
 
 

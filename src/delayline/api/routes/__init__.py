@@ -1,0 +1,9 @@
+"""The HTTP API's routes, one router per area; :func:`delayline.api.app.create_app`
+includes them in this order:
+
+- :mod:`.messages`: ``/v1/messages...``, send, batch, status, cancel, reschedule.
+- :mod:`.pending`: ``/v1/pending...``, the forecast and the listing of pending messages.
+- :mod:`.monitoring`: ``/v1/stats``, ``/v1/rejects``, ``/v1/dead-letters``,
+  ``/healthz`` and ``/metrics``.
+- :mod:`.dashboard`: ``/ui``.
+"""
