@@ -321,9 +321,9 @@ def main(argv: list[str] | None = None) -> int:
         forecast_sizes = [int(size) for size in args.pending.split(",")]
         return _report(args.out, forecast_run.main(forecast_sizes, args.days, args.port))
     if args.command == "listing":
-        from bench import listing as listing_run  # starts delayline run
+        from bench import list_latency  # starts delayline run
 
-        return _report(args.out, listing_run.main(args.pending, args.port))
+        return _report(args.out, list_latency.main(args.pending, args.port))
     if args.command == "aof":
         from bench import aof as aof_run
 

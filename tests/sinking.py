@@ -14,7 +14,7 @@ from delayline.ids import deliver_at_ms_of
 from delayline.listing import ListRequest, PendingMessage
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
-from delayline.redis.listings import Listings
+from delayline.redis.list_requests import ListRequests
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver, Drop, SinkRow
 from delayline.scheduler.pipeline.handoff import sort_inbound
@@ -81,7 +81,7 @@ def answer(redis_url: str, rows: list[PendingMessage], error: str = "") -> threa
     beat.close()
 
     def serve() -> None:
-        listings = Listings.from_url(redis_url)
+        listings = ListRequests.from_url(redis_url)
         waiting = listings.next_request(timeout_s=10)
         assert waiting is not None
         listing_id, request = waiting
@@ -108,7 +108,7 @@ def answering_every_listing(redis_url: str) -> Iterator[None]:
     stop = threading.Event()
 
     def serve() -> None:
-        listings = Listings.from_url(redis_url)
+        listings = ListRequests.from_url(redis_url)
         while not stop.is_set():
             waiting = listings.next_request(timeout_s=0.2)
             if waiting is not None:

@@ -2,7 +2,7 @@
 the hot instants (seconds with many messages due) are.
 
 It is built from counters kept per due minute, exactly, by the scripts that
-accept and settle messages (see ``redis/lua/pending.lua``): no message is read,
+accept and settle messages (see ``redis/lua/forecast.lua``): no message is read,
 so it costs the same at 10k or 10M pending. A cancel leaves the counts when it
 is requested; its message leaves its topic's count then too if the cancel named
 the topic (cancels by key do), and otherwise when its slot fires.

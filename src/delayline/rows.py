@@ -57,5 +57,5 @@ SinkRow = Deliver | Cascade | Drop | Reject
 
 
 #: A ready stream's entry: its id, and the topic entry's fields plus ``topic``
-#: (lua/delivery.lua writes it; a flusher to topics outside Redis reads it).
+#: (lua/topic_writes.lua writes it; a flusher to topics outside Redis reads it).
 ReadyEntry = tuple[bytes, dict[bytes, bytes]]

@@ -1,5 +1,5 @@
-"""Listings against a real Redis: the outbox read in Lua, and the request protocol with
-the scheduler's side (``Listings``) answering on a thread, as ``delayline run`` does."""
+"""ListRequests against a real Redis: the outbox read in Lua, and the request protocol with
+the scheduler's side (``ListRequests``) answering on a thread, as ``delayline run`` does."""
 
 from __future__ import annotations
 

@@ -222,7 +222,7 @@ def test_raw_cancels_waiting_in_the_inbound_stream_are_recorded_first(
         inbound, SchedulerSettings(redis_url=redis_url, journal_retention_ms=60_000)
     )
     requested = raw.hkeys(keys.cancel_requests(due_ms))
-    # "~<id>": the forecast took the message out already (see lua/pending.lua).
+    # "~<id>": the forecast took the message out already (see lua/forecast.lua).
     assert sorted(requested) == [cancelled.encode(), b"~" + cancelled.encode()]
     assert raw.xlen(keys.INBOUND) == 4, "the scan must leave the stream to Spark"
     raw.close()

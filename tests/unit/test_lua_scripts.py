@@ -53,7 +53,7 @@ def test_no_directive_or_placeholder_is_left() -> None:
 
 
 def test_a_library_is_taken_in_once() -> None:
-    # write_chunk.lua has outbox.lua through delivery.lua only; the near path's has it directly.
+    # write_chunk.lua has outbox.lua through topic_writes.lua only; the near path's has it directly.
     for script in (scripts.SEND_NEAR, scripts.WRITE_CHUNK, scripts.PUMP):
         assert script.text.count("local function outbox_put(") == 1
 

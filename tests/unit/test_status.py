@@ -37,7 +37,7 @@ def test_records_decide_in_order() -> None:
 
 
 def test_a_reschedules_journal_value_names_the_new_message() -> None:
-    # The journal values are the ones delivery.lua writes, from the shared marker table.
+    # The journal values are the ones topic_writes.lua writes, from the shared marker table.
     new_id = new_message_id(DUE_MS + 5)
     replaced = infer_status(
         ID,

@@ -1,7 +1,7 @@
 """One shard's ready stream, written to Kafka without a failing topic holding back the rest.
 
 The pump's script moves due messages from the outbox to the shard's ready
-stream (lua/delivery.lua); a :class:`KafkaFlusher` then, at each call:
+stream (lua/topic_writes.lua); a :class:`KafkaFlusher` then, at each call:
 
 1. settles first whatever an earlier call wrote but could not settle (Redis
    was away): nothing new is written before;

@@ -94,7 +94,7 @@ def from_delivered(
 
 def from_ready(fields: Mapping[bytes, bytes]) -> KafkaRecord:
     """The record of a ready entry's ``fields`` (the topic entry's, plus ``topic``; see
-    lua/delivery.lua)."""
+    lua/topic_writes.lua)."""
     headers: list[tuple[str, str | bytes | None]] = [
         (ID_HEADER, fields[b"id"]),
         (DELIVER_AT_HEADER, fields[b"deliver_at_ms"]),

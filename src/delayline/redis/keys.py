@@ -151,7 +151,7 @@ class ShardKeys:
     @property
     def ready(self) -> str:
         """A sharded layout's due messages on their way to their topics (stream; see
-        lua/delivery.lua): the topic entry's fields and ``topic``."""
+        lua/topic_writes.lua): the topic entry's fields and ``topic``."""
         return self.namespace + "ready"
 
     @property
@@ -193,7 +193,7 @@ class ShardKeys:
     def forecast(self, minute: int) -> str:
         """Hash of a due minute's pending counts: ``t:<topic>`` -> n, and ``u``, cancels
         not yet applied whose topic is unknown; ``forecast(minute) + ":s"`` holds
-        <second of the minute> -> n. See lua/pending.lua."""
+        <second of the minute> -> n. See lua/forecast.lua."""
         return f"{self.namespace}forecast:{minute}"
 
     def sink_marker(self, query_id: str, partition: int, stage: str = "sink") -> str:

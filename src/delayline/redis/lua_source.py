@@ -34,13 +34,13 @@ CANCELLED_MARK = b"cancelled"
 #: The journal value of a message that a reschedule replaced precedes its new id.
 RESCHEDULED_MARK = b"rescheduled:"
 #: The inbound field that marks a send handed down from a coarse slot (not a new
-#: message), written by delivery.lua and the drain, read by the scheduler's source.
+#: message), written by topic_writes.lua and the drain, read by the scheduler's source.
 CASCADE_FIELD = b"cascade"
 #: Appended to a reschedule's cancel request ("<ms>:<new id>:<new due ms>") whose new
-#: message must go through the inbound stream (redis/layout.py; delivery.lua's drop()).
+#: message must go through the inbound stream (redis/layout.py; topic_writes.lua's drop()).
 VIA_INBOUND = b":i"
 #: A cancel-requests field "<prefix><id>" holds the topic the request took out of
-#: the forecast (lua/cancel_request.lua, lua/pending.lua, redis/layout.py).
+#: the forecast (lua/cancel_request.lua, lua/forecast.lua, redis/layout.py).
 FORECAST_TAKEN = b"~"
 
 #: Each marker by its ${NAME} in the Lua files.
@@ -63,9 +63,9 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "JOURNAL": _name(keys.UNSHARDED.journal(0)).removesuffix("0"),
     "CANCELS": _name(keys.UNSHARDED.cancel_requests(0)).removesuffix("0"),
     "REJECTED": _name(keys.UNSHARDED.rejected(0)).removesuffix("0"),
-    "PENDING": _name(keys.UNSHARDED.forecast(0)).removesuffix("0"),
-    "PENDING_INDEX": _name(keys.UNSHARDED.forecast_index),
-    "PENDING_TTL_S": keys.FORECAST_TTL_S,
+    "FORECAST": _name(keys.UNSHARDED.forecast(0)).removesuffix("0"),
+    "FORECAST_INDEX": _name(keys.UNSHARDED.forecast_index),
+    "FORECAST_TTL_S": keys.FORECAST_TTL_S,
     "NAMESPACE": keys.NAMESPACE,
     "READY": _name(keys.UNSHARDED.ready),
     "TOPICS": _name(keys.UNSHARDED.topics),

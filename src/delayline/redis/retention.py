@@ -1,7 +1,7 @@
 """The topic streams delayline wrote to, trimmed by their retention (delayline/retention.py).
 
 Deliveries record each topic stream they write in their shard's topics set
-(lua/delivery.lua), and a dead letter its DLQ stream in the unsharded one.
+(lua/topic_writes.lua), and a dead letter its DLQ stream in the unsharded one.
 :class:`TopicStreams` reads those sets, asks each stream which entries its
 consumer groups still need (``XINFO GROUPS``, and ``XPENDING`` for a group with
 pending entries), and trims its head with lua/trim_topic.lua, a bounded number

@@ -109,7 +109,7 @@ def by_sha(sha: str | bytes) -> Script | None:
 
 
 # The libraries name the shard's other keys (status hashes in lua/status_keys.lua, the
-# forecast in lua/pending.lua) from ``ns``, the namespace: each shard script takes it
+# forecast in lua/forecast.lua) from ``ns``, the namespace: each shard script takes it
 # as its last key and sets ``ns`` before its includes. So they share the shard's slot.
 
 #: The count-th inbound entry's id after a given one (lua/last_id_within.lua).

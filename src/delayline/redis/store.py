@@ -128,7 +128,7 @@ class DeliveryStore(RedisConnection):
         streams, then count them and take them off; how many it took (0: the stream is
         empty).
 
-        The two steps of a sharded delivery after the shard's own (lua/delivery.lua):
+        The two steps of a sharded delivery after the shard's own (lua/topic_writes.lua):
         one script call in each topic's slot, then one in the shard's. Safe to repeat
         and to run in several processes: a topic stream takes an id once, and an entry
         is counted once. Topics outside Redis (Kafka's) are written by their own

@@ -1,12 +1,12 @@
 -- A library: the one writer of cancel requests, shared by cancel.lua and
 -- reschedule.lua. A request's value is "<ms>" for a cancel and
--- "<ms>:<new id>:<new due ms>" for a reschedule (read by drop() in delivery.lua
+-- "<ms>:<new id>:<new due ms>" for a reschedule (read by drop() in topic_writes.lua
 -- and by status(); a change of the shard count may append ${VIA_INBOUND}, see drop()).
 -- A request already recorded keeps its time. A message not settled yet leaves
--- the forecast at once (see pending.lua), under its topic if the caller knows
+-- the forecast at once (see forecast.lua), under its topic if the caller knows
 -- it ('' otherwise).
 
---! include pending.lua
+--! include forecast.lua
 --! include status_keys.lua
 -- Returns whether the request is new, and whether it took an unsettled message
 -- out of the forecast.

@@ -5,7 +5,7 @@
 -- Returns 1 if it added them, 0 if this batch's were added already.
 
 local ns = KEYS[3]
---! include pending.lua
+--! include forecast.lua
 local last = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local batch = tonumber(ARGV[1])
 if batch <= last then return 0 end

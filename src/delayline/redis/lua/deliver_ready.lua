@@ -1,4 +1,4 @@
--- The second step of a sharded delivery (see delivery.lua), in the topic's
+-- The second step of a sharded delivery (see topic_writes.lua), in the topic's
 -- slot: write each entry of a shard's ready stream to its topic, once. An id
 -- already written (a flush repeated after a crash, or by two flushers) is
 -- skipped; the mark is kept per due second for the journal's time.

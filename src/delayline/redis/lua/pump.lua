@@ -8,8 +8,8 @@
 -- Returns {moved, now_ms, next due ms or -1, entries in the shard's ready stream}.
 
 local ns = KEYS[8]
---! include delivery.lua
-local d = delivery({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[5],
+--! include topic_writes.lua
+local d = topic_writes({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[5],
   box = {KEYS[1], KEYS[2], KEYS[6]}, inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[3])})
 local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', d.now, 'LIMIT', 0, ARGV[1])
 for _, id in ipairs(due_ids) do d.deliver_waiting(KEYS[2], id) end

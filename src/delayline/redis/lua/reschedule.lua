@@ -3,7 +3,7 @@
 -- it is in the scheduler's state (or on its way there): the request recorded
 -- here and the reschedule record appended to the inbound stream make the
 -- scheduler withdraw it, and whoever drops it then sends the copy (see drop()
--- in delivery.lua). Until then it leaves the forecast, as for a cancel.
+-- in topic_writes.lua). Until then it leaves the forecast, as for a cancel.
 -- KEYS: outbox, outbox data, outbox bell, inbound, stats, lateness, rejects, namespace.
 -- ARGV: retention past the due minute ms, journal ttl s, id, its deliver_at_ms,
 -- new id, its deliver_at_ms, horizon ms, then the reschedule record: n, and n
@@ -13,9 +13,9 @@
 -- cancel or reschedule was requested for it already.
 
 local ns = KEYS[8]
---! include delivery.lua
+--! include topic_writes.lua
 --! include cancel_request.lua
-local d = delivery({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[7],
+local d = topic_writes({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[7],
   box = {KEYS[1], KEYS[2], KEYS[3]}, inbound_key = KEYS[4], horizon_ms = tonumber(ARGV[7])})
 local id, due, new_id, new_due = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local settled = redis.call('HGET', journal_of(due), id)

@@ -13,7 +13,7 @@
 
 local ns = KEYS[6]
 --! include outbox.lua
---! include pending.lua
+--! include forecast.lua
 --! include status_keys.lua
 --! include horizon.lua
 local t = redis.call('TIME')

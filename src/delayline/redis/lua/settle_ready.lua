@@ -1,4 +1,4 @@
--- The last step of a sharded delivery (see delivery.lua), in the shard's slot:
+-- The last step of a sharded delivery (see topic_writes.lua), in the shard's slot:
 -- count each ready entry that deliver_ready.lua wrote to its topic as
 -- delivered, keep one its topic could not take as a reject, and take both off
 -- the ready stream. An entry settled already (by another flusher) is skipped.
@@ -9,8 +9,8 @@
 -- Returns how many it settled.
 
 local ns = KEYS[5]
---! include delivery.lua
-local d = delivery({journal_ttl = tonumber(ARGV[1]), rejects_key = KEYS[4]})
+--! include topic_writes.lua
+local d = topic_writes({journal_ttl = tonumber(ARGV[1]), rejects_key = KEYS[4]})
 local settled = 0
 for i = 2, #ARGV, 4 do
   local found = {}

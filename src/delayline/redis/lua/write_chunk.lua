@@ -26,7 +26,7 @@
 -- refused. Returns {written, delivered, duplicates, dropped, rejected}.
 
 local ns = KEYS[9]
---! include delivery.lua
+--! include topic_writes.lua
 local batch = tonumber(ARGV[1])
 local first = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
@@ -39,7 +39,7 @@ if written < first then
     .. first .. ' but only ' .. written .. ' rows are written')
 end
 local box = {KEYS[5], KEYS[6], KEYS[8]}
-local d = delivery({journal_ttl = tonumber(ARGV[5]), rejects_key = KEYS[4], box = box,
+local d = topic_writes({journal_ttl = tonumber(ARGV[5]), rejects_key = KEYS[4], box = box,
   inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[6])})
 local counts = d.counts
 local i = 7

@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 
 from delayline.errors import SchedulerError
 from delayline.listing import ListRequest, PendingMessage
-from delayline.redis.listings import Listings
+from delayline.redis.list_requests import ListRequests
 from delayline.scheduler.jobs.checkpoint_files import NO_BATCH_YET, CheckpointFiles
 from delayline.scheduler.pipeline import packs, schemas
 from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for
@@ -146,7 +146,7 @@ class ListingServer(Background):
     """Serves listing requests from Redis on a thread of its own, one at a time."""
 
     def __init__(
-        self, spark: SparkSession, settings: SchedulerSettings, listings: Listings
+        self, spark: SparkSession, settings: SchedulerSettings, listings: ListRequests
     ) -> None:
         self._spark = spark
         self._settings = settings

@@ -128,7 +128,7 @@ class Pump(Background):
                     if progressed:
                         continue
                 elif result.ready:
-                    # A sharded delivery's second step (lua/delivery.lua), for what
+                    # A sharded delivery's second step (lua/topic_writes.lua), for what
                     # this call and the sink readied.
                     try:
                         store.flush_ready(self._shard, self._journal_ttl_s, PUMP_BATCH)

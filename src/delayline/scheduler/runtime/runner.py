@@ -21,7 +21,7 @@ from delayline.kafka.target import target_url
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
-from delayline.redis.listings import Listings
+from delayline.redis.list_requests import ListRequests
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.jobs.checkpoint_files import CheckpointFiles
 from delayline.scheduler.jobs.state_scan import ListingServer
@@ -129,7 +129,7 @@ class Scheduler:
         try:
             self._query = start_query(self._spark, self.settings, self._run_token)
             self._query_id = str(self._query.id)
-            listings = Listings.from_url(self.settings.redis_url, patience_ms=0)
+            listings = ListRequests.from_url(self.settings.redis_url, patience_ms=0)
             self._listings = ListingServer(self._spark, self.settings, listings)
             self._listings.start()
         except (PySparkException, Py4JError) as exc:

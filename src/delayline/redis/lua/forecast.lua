@@ -3,10 +3,10 @@
 -- each message is counted once (their reader: plans/observing.py's forecast,
 -- with delayline/forecast.py).
 --
--- Per due minute, <ns>${PENDING}<minute> holds 't:<topic>' -> messages pending
+-- Per due minute, <ns>${FORECAST}<minute> holds 't:<topic>' -> messages pending
 -- and 'u' -> cancels not yet applied whose topic is unknown (a cancel by id
--- does not name it); <ns>${PENDING}<minute>:s holds <second of the minute> ->
--- messages pending, cancels subtracted. <ns>${PENDING_INDEX} (sorted set) lists
+-- does not name it); <ns>${FORECAST}<minute>:s holds <second of the minute> ->
+-- messages pending, cancels subtracted. <ns>${FORECAST_INDEX} (sorted set) lists
 -- the minutes. ns is the shard's namespace, set by the including script; a
 -- reader adds up every shard's counters. A cancel is subtracted when it is
 -- requested; the ${FORECAST_TAKEN}<id> field of its cancel-requests hash
@@ -19,7 +19,7 @@ local function pending_change(due, topic, d_topic, d_unknown, d_second)
   local second = math.floor(tonumber(due) / 1000)
   if second ~= pending_last_second then
     local minute = math.floor(second / 60)
-    local key = ns .. '${PENDING}' .. string.format('%d', minute)
+    local key = ns .. '${FORECAST}' .. string.format('%d', minute)
     pending_minutes[minute] = key
     pending_last_second = second
     pending_keys = {key, key .. ':s', tostring(second % 60)}
@@ -57,7 +57,7 @@ local function pending_drop(due, topic, id, cancels)
   redis.call('HDEL', cancels, '${FORECAST_TAKEN}' .. id)
   if marker == '' then pending_change(due, topic, -1, -1, 0) end
 end
--- Each minute's counters outlive its end by ${PENDING_TTL_S} s: an overdue
+-- Each minute's counters outlive its end by ${FORECAST_TTL_S} s: an overdue
 -- minute (a scheduler that was down) stays visible, a forgotten one goes.
 local function pending_flush()
   for key, fields in pairs(pending_deltas) do
@@ -66,9 +66,9 @@ local function pending_flush()
     end
   end
   for minute, key in pairs(pending_minutes) do
-    local expire_at = (minute + 1) * 60 + ${PENDING_TTL_S}
+    local expire_at = (minute + 1) * 60 + ${FORECAST_TTL_S}
     redis.call('EXPIREAT', key, expire_at)
     redis.call('EXPIREAT', key .. ':s', expire_at)
-    redis.call('ZADD', ns .. '${PENDING_INDEX}', minute, minute)
+    redis.call('ZADD', ns .. '${FORECAST_INDEX}', minute, minute)
   end
 end

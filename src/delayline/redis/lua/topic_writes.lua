@@ -1,6 +1,6 @@
 -- A library, shared by write_chunk.lua, pump.lua, reschedule.lua and
 -- settle_ready.lua: the clock, the journal, delivery, drops and reschedules,
--- rejects, and counters. delivery(ctx) starts a call's deliveries and returns
+-- rejects, and counters. topic_writes(ctx) starts a call's deliveries and returns
 -- them as a table; ctx holds what they take from the including script:
 --   journal_ttl  the status records' ttl (s; 0: none are kept)
 --   rejects_key  the shard's rejects stream
@@ -21,10 +21,10 @@
 -- rung here for every message readied.
 
 --! include outbox.lua
---! include pending.lua
+--! include forecast.lua
 --! include status_keys.lua
 --! include horizon.lua
-local function delivery(ctx)
+local function topic_writes(ctx)
   local journal_ttl, rejects_key, box = ctx.journal_ttl, ctx.rejects_key, ctx.box
   local inbound_key, horizon_ms = ctx.inbound_key, ctx.horizon_ms
   local d = {}

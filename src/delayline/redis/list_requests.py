@@ -9,7 +9,7 @@ from delayline.redis import keys
 from delayline.redis.connection import MIN_BLOCK_S, RedisConnection
 
 
-class Listings(RedisConnection):
+class ListRequests(RedisConnection):
     """``delayline:listings`` as the running scheduler serves it."""
 
     def next_request(self, timeout_s: float) -> tuple[str, ListRequest] | None:
