@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import time
 import uuid
@@ -26,7 +25,8 @@ import redis
 
 from delayline.defaults import DEFAULT_API_PORT, DEFAULT_REDIS_PORT
 from delayline.redis.embedded import EmbeddedRedis
-from delayline.testing import free_port, wait_for
+from delayline.testing import free_port
+from tests.support.processes import alive, describe, kill_processes, tagged_processes
 
 #: Set (to a fresh token) in this pytest process; every process the tests start inherits it.
 SESSION_VARIABLE = "DELAYLINE_TEST_SESSION"
@@ -37,65 +37,6 @@ DEFAULT_PORTS = (DEFAULT_API_PORT, DEFAULT_REDIS_PORT)
 #: How long a test's processes may take to exit after it ends (a SIGTERMed
 #: redis-server fsyncs first, a PySpark daemon notices its JVM's death within 1 s).
 LEAK_GRACE_S = 5.0
-
-
-# -- processes ---------------------------------------------------------------------------------
-
-
-def alive(process: psutil.Process) -> bool:
-    """True while ``process`` (that very process, not a reuse of its pid) runs."""
-    try:
-        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-def tagged_processes(variable: str, value: str) -> list[psutil.Process]:
-    """Running processes whose environment sets ``variable`` to ``value`` (never this one)."""
-    found = []
-    for process in psutil.process_iter():
-        if process.pid == os.getpid():
-            continue
-        try:
-            if process.environ().get(variable) == value and alive(process):
-                found.append(process)
-        except psutil.Error:  # gone, a zombie, or not ours to read
-            continue
-    return found
-
-
-def kill_processes(processes: Iterable[psutil.Process], timeout_s: float = 30.0) -> None:
-    """SIGKILL every process, and the process group of each that leads one; wait until gone.
-
-    PySpark's daemons lead process groups of their own, with their forked
-    workers in them: killing the group takes the workers it was about to fork
-    too. This process's own group is never signalled. Raises AssertionError if
-    a process outlives ``timeout_s``.
-    """
-    targets = [process for process in processes if alive(process)]
-    own_group = os.getpgrp()
-    for process in targets:
-        with contextlib.suppress(OSError):
-            if os.getpgid(process.pid) == process.pid != own_group:
-                os.killpg(process.pid, signal.SIGKILL)
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    wait_for(
-        lambda: not any(alive(process) for process in targets),
-        timeout_s,
-        "the SIGKILLed processes to exit",
-        details=lambda: f"still running: {[describe(p) for p in targets if alive(p)]}",
-    )
-
-
-def describe(process: psutil.Process) -> str:
-    """pid, process group and command line, for a failure message."""
-    try:
-        command = " ".join(process.cmdline())[:200]
-        group = os.getpgid(process.pid)
-    except (psutil.Error, OSError):
-        return f"pid {process.pid} (gone)"
-    return f"pid {process.pid} (group {group}): {command}"
 
 
 #: Helpers Python's multiprocessing starts once and keeps until this interpreter
@@ -163,6 +104,21 @@ def leaks_since(before: dict[int, psutil.Process]) -> list[psutil.Process]:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[SESSION_VARIABLE] = uuid.uuid4().hex
+
+
+#: The folders that say a test's kind, each the name of its marker.
+KINDS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its kind (its folder), and the security checks as such."""
+    for item in items:
+        parts = item.path.relative_to(Path(__file__).parent).parts
+        if parts[0] not in KINDS:
+            raise pytest.UsageError(f"{item.path}: a test lives in tests/unit, integration or e2e")
+        item.add_marker(parts[0])
+        if item.path.name.startswith("test_security_"):
+            item.add_marker("security")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -11,7 +11,7 @@ import redis
 
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.testing import free_port
-from tests.e2e.harness import SchedulerProcess, Service
+from tests.support.harness import SchedulerProcess, Service
 
 #: The shared service's horizon (``--horizon-ms``): a send due sooner takes the near path
 #: into the outbox, a later one goes through Spark's wheel, so that one service has

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from delayline import Client
 from delayline.api.app import create_app
 from delayline.cli import main
-from tests.api.asgi import asgi_client
-from tests.e2e.harness import Service, wait_for
+from tests.support.asgi import asgi_client
+from tests.support.harness import Service, wait_for
 
 pytestmark = pytest.mark.spark
 

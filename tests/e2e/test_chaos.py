@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from bench.chaos_scenario import ChaosPlan, run_chaos
 
-from tests.e2e.harness import SchedulerProcess
+from tests.support.harness import SchedulerProcess
 
 pytestmark = pytest.mark.spark
 

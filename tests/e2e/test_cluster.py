@@ -19,7 +19,7 @@ from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.runtime import standalone
 from delayline.scheduler.runtime.priority import SPARK_NICENESS
 from delayline.testing import free_port
-from tests.e2e.harness import (
+from tests.support.harness import (
     SchedulerProcess,
     check_exactly_once,
     send_workload,

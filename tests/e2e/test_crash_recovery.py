@@ -14,7 +14,7 @@ from delayline.redis import keys
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.testing import SMALL_WHEEL
 from delayline.testing.streams import arrivals
-from tests.e2e.harness import (
+from tests.support.harness import (
     TOPICS,
     SchedulerProcess,
     check_exactly_once,

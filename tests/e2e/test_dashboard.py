@@ -28,7 +28,7 @@ from delayline import Client
 from delayline.redis import keys
 from delayline.testing import free_port
 from delayline.timing import format_time, now_ms
-from tests.e2e.harness import Service, wait_for
+from tests.support.harness import Service, wait_for
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ import redis
 
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.testing import SMALL_WHEEL
-from tests.e2e.harness import (
+from tests.support.harness import (
     SchedulerProcess,
     check_exactly_once,
     send_workload,

@@ -7,7 +7,7 @@ shards, which the old checkpoint would refuse, delivers every one of them once,
 none early, and none that was cancelled (whose cancel requests it finds in
 their new shards, see tests/integration/test_shard_layout.py).
 (That the drain trims what the old checkpoint committed is checked in
-tests/scheduler/test_checkpoint_files.py: a running source trims its streams
+tests/integration/test_checkpoint_files.py: a running source trims its streams
 between batches, so here they are trimmed already.)
 """
 
@@ -26,7 +26,7 @@ from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.pinning import PINNED_FILE
 from delayline.testing import SMALL_WHEEL
 from delayline.testing.streams import arrivals, forecast_left, shard_layout
-from tests.e2e.harness import (
+from tests.support.harness import (
     TOPICS,
     SchedulerProcess,
     check_exactly_once,

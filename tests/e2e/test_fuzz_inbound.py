@@ -25,7 +25,7 @@ from delayline.scheduler.pipeline.records import MAX_REASON_BYTES
 from delayline.testing import wait_for
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.e2e.harness import SchedulerProcess, Service
+from tests.support.harness import SchedulerProcess, Service
 
 pytestmark = pytest.mark.spark
 

@@ -33,7 +33,7 @@ from delayline.testing import SMALL_WHEEL
 from delayline.testing.kafka import kafka_broker, kafka_tool
 from delayline.testing.streams import Arrival
 from delayline.timing import now_ms
-from tests.e2e.harness import (
+from tests.support.harness import (
     TOPICS,
     SchedulerProcess,
     check_at_least_once,

@@ -15,7 +15,7 @@ import redis
 from delayline import Client
 from delayline.testing import free_port
 from delayline.timing import now_ms
-from tests.e2e.harness import SchedulerProcess, wait_for
+from tests.support.harness import SchedulerProcess, wait_for
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ import redis
 from delayline import Client
 from delayline.scheduler.runtime.session import SPARK_NICENESS, TRIM_NATIVE_HEAP_INTERVAL_MS
 from delayline.testing import free_port
-from tests.e2e.harness import SchedulerProcess, wait_for
+from tests.support.harness import SchedulerProcess, wait_for
 
 pytestmark = pytest.mark.spark
 

@@ -25,7 +25,7 @@ from delayline.cli import main
 from delayline.ids import new_message_id
 from delayline.redis import keys
 from delayline.timing import from_epoch_ms, now_ms
-from tests.e2e.harness import SchedulerProcess, Service, wait_for
+from tests.support.harness import SchedulerProcess, Service, wait_for
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ import redis
 
 from delayline import Client
 from delayline.testing import free_port, wait_for
-from tests.e2e.harness import SchedulerProcess
+from tests.support.harness import SchedulerProcess
 
 pytestmark = pytest.mark.spark
 

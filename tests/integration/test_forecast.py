@@ -19,7 +19,7 @@ from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
 from delayline.testing import wait_for
 from delayline.timing import format_time, from_epoch_ms, now_ms
-from tests.sinking import dropped, sink
+from tests.support.sinking import dropped, sink
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from delayline.scheduler.runtime.pump import Pump
 from delayline.testing import wait_for
 from delayline.testing.kafka import kafka_broker
 from delayline.timing import now_ms
-from tests.sinking import delivered
+from tests.support.sinking import delivered
 
 MODES = [KafkaDelivery.AT_LEAST_ONCE, KafkaDelivery.EXACTLY_ONCE]
 POINTS = [
@@ -122,7 +122,7 @@ def run_pump(redis_url: str, count: int, crash_at: str | None = None) -> int:
     if crash_at is not None:
         env[CRASH_AT_ENV] = crash_at
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.kafka.pump_process", redis_url, str(count)], env=env
+        [sys.executable, "-m", "tests.support.pump_process", redis_url, str(count)], env=env
     )
     try:
         return process.wait(timeout=150)

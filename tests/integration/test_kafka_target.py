@@ -34,7 +34,7 @@ from delayline.scheduler.runtime.pump import Pump
 from delayline.testing import wait_for
 from delayline.testing.kafka import kafka_broker
 from delayline.timing import now_ms
-from tests.sinking import delivered
+from tests.support.sinking import delivered
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from delayline.redis import keys
 from delayline.scheduler.jobs.state_scan import inbound_row, listed, unsettled
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
-from tests.sinking import answer
+from tests.support.sinking import answer
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
 from delayline.testing import free_port, wait_for
 from delayline.timing import now_ms
-from tests.sinking import delivered
+from tests.support.sinking import delivered
 
 SHARDS = 3
 SLOTS = 16384

@@ -18,7 +18,7 @@ from delayline.scheduler.pipeline.task import BatchTask
 from delayline.testing import wait_for
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.sinking import dropped
+from tests.support.sinking import dropped
 
 #: A due time one minute ago: these rows go straight to their topics.
 DUE_MS = now_ms() - 60_000

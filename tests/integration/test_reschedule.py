@@ -19,7 +19,7 @@ from delayline.rows import Drop
 from delayline.testing import wait_for
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.sinking import count_inbound, delivered, dropped, sink
+from tests.support.sinking import count_inbound, delivered, dropped, sink
 
 
 @pytest.fixture

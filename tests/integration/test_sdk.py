@@ -21,7 +21,7 @@ from delayline.rows import Reject
 from delayline.testing import wait_for
 from delayline.timing import HORIZON_MS, now_ms
 from delayline.validation import Limits
-from tests.sinking import delivered, dropped, sink
+from tests.support.sinking import delivered, dropped, sink
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.testing import wait_for
 from delayline.timing import now_ms
-from tests.sinking import delivered
+from tests.support.sinking import delivered
 
 SHARDS = 2
 

@@ -2,7 +2,7 @@
 every relative link and anchor resolves, and the package map names every module.
 
 The examples themselves run elsewhere: the interactive sessions in
-tests/e2e/test_sdk_live.py, the `delayline run` option table in tests/cli/test_cli.py.
+tests/e2e/test_sdk_live.py, the `delayline run` option table in tests/integration/test_cli.py.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pytest
 from delayline.api.app import create_app
 from delayline.api.middleware import TOKEN_COOKIE
 from delayline.testing import free_port
-from tests.api.asgi import asgi_client
+from tests.support.asgi import asgi_client
 
 TOKEN = "t0ken-for-tests"
 MESSAGE = {"topic": "orders", "body": "x", "delay_ms": 60_000}

@@ -23,7 +23,7 @@ from delayline.model import Cancel, Message
 from delayline.redis import keys
 from delayline.testing.streams import Arrival, arrivals, forecast_left, shard_layout
 from delayline.validation import Limits
-from tests.conftest import alive, kill_processes, tagged_processes
+from tests.support.processes import alive, kill_processes, tagged_processes
 
 #: Spark's first start in a fresh process takes 10-30 s on a 2-core machine.
 START_TIMEOUT_S = 180.0

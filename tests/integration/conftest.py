@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from delayline.scheduler.runtime.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
-from tests.conftest import kill_processes
+from tests.support.processes import kill_processes
 
 #: How long the driver JVM may take to exit once its gateway is closed (s).
 JVM_EXIT_TIMEOUT_S = 30

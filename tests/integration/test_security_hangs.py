@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from delayline.api.app import create_app
 from delayline.cli import main
 from delayline.redis.connection import READ_TIMEOUT_S
-from tests.api.asgi import asgi_client
+from tests.support.asgi import asgi_client
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from delayline.scheduler.jobs.checkpoint_files import CheckpointFiles
 from delayline.scheduler.pipeline.query import QUERY_NAME, start_query
 from delayline.scheduler.runtime.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
-from tests.e2e.harness import Workload, check_exactly_once, send_workload, settled, wait_for
+from tests.support.harness import Workload, check_exactly_once, send_workload, settled, wait_for
 
 pytestmark = pytest.mark.spark
 

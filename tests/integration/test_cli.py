@@ -20,7 +20,7 @@ from delayline.redis import keys
 from delayline.scheduler.settings import run_options
 from delayline.testing import free_port, wait_for
 from delayline.timing import now_ms
-from tests.sinking import answer, count_inbound, delivered, sink
+from tests.support.sinking import answer, count_inbound, delivered, sink
 
 
 def invoke(redis_url: str, *args: str, input: bytes | None = None) -> Result:

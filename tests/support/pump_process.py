@@ -1,5 +1,5 @@
 """A pump in a process of its own, for the crash-point tests: ``python -m
-tests.kafka.pump_process <redis url> <count>`` pumps the unsharded outbox until
+tests.support.pump_process <redis url> <count>`` pumps the unsharded outbox until
 ``count`` messages are settled (delivered or rejected), then exits 0. With
 ``DELAYLINE_CRASH_AT`` set, it dies with SIGKILL at that point instead."""
 

@@ -19,8 +19,8 @@ from delayline.redis.store import DeliveryStore
 from delayline.rows import Reject
 from delayline.testing import free_port
 from delayline.timing import now_ms
-from tests.api.asgi import asgi_client
-from tests.sinking import answer, count_inbound, delivered, sink
+from tests.support.asgi import asgi_client
+from tests.support.sinking import answer, count_inbound, delivered, sink
 
 Scenario = Callable[[httpx.AsyncClient], Coroutine[Any, Any, None]]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import redis
-
 from bench import redis_load
+
 from delayline.redis import keys
 
 

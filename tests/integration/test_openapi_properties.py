@@ -18,7 +18,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from delayline.api.app import create_app
 from delayline.redis.store import DeliveryStore
 from delayline.timing import now_ms
-from tests.sinking import answering_every_listing
+from tests.support.sinking import answering_every_listing
 
 
 def test_every_route_keeps_its_contract(redis_url: str) -> None:

@@ -17,7 +17,7 @@ from delayline.ids import new_message_id
 from delayline.model import Message, decode_record
 from delayline.timing import now_ms
 from delayline.validation import Limits
-from tests.api.asgi import asgi_client
+from tests.support.asgi import asgi_client
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 #: Well formed, but due after the year 9999.
