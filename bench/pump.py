@@ -36,7 +36,7 @@ from delayline.redis import keys, scripts
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.redis.inbound import StreamEntry
 from delayline.redis.store import DeliveryStore
-from delayline.scheduler.runtime.pump import PUMP_BATCH
+from delayline.scheduler.pump import PUMP_BATCH
 from delayline.timing import HORIZON_MS, now_ms
 
 TOPIC = "bench.pump"

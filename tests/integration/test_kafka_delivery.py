@@ -35,7 +35,7 @@ from delayline.kafka.target import KafkaDelivery, target_url
 from delayline.kafka.topics import UNKNOWN_TOPIC_MS
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
-from delayline.scheduler.runtime.pump import Pump
+from delayline.scheduler.pump import Pump
 from delayline.testing import wait_for
 from delayline.testing.kafka import kafka_broker
 from delayline.timing import now_ms

@@ -13,7 +13,7 @@ from delayline import Client
 from delayline.errors import ConfigurationError
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
-from delayline.scheduler.runtime.pump import Pump
+from delayline.scheduler.pump import Pump
 from delayline.testing import wait_for
 
 

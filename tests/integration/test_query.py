@@ -21,7 +21,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from delayline.errors import ConfigurationError
 from delayline.scheduler.jobs.checkpoint_files import CheckpointFiles
 from delayline.scheduler.pipeline.query import QUERY_NAME, start_query
-from delayline.scheduler.runtime.pump import Pump
+from delayline.scheduler.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
 from tests.support.harness import Workload, check_exactly_once, send_workload, settled, wait_for
 

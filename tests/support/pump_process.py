@@ -11,7 +11,7 @@ import time
 import redis
 
 from delayline.redis import keys
-from delayline.scheduler.runtime.pump import Pump
+from delayline.scheduler.pump import Pump
 
 
 def main(redis_url: str, count: int) -> int:

@@ -195,6 +195,13 @@ def test_the_pipeline_imports_neither_the_runtime_nor_the_jobs() -> None:
             ), f"{module} imports {name}"
 
 
+def test_the_jobs_do_not_import_the_runtime() -> None:
+    # The runtime runs the jobs (the listing server); the jobs use the pump beside it.
+    for module in modules_under("delayline.scheduler.jobs"):
+        for name in imports_of(module):
+            assert not name.startswith("delayline.scheduler.runtime"), f"{module} imports {name}"
+
+
 def test_only_the_query_imports_the_source() -> None:
     # Data flows source -> processor -> sink: what writes must not reach back up.
     importers = {

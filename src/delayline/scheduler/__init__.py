@@ -8,16 +8,21 @@ Map (an arrow is "imports"):
   imports it for ``delayline run --help``.
 - :mod:`~delayline.scheduler.pinning` — the settings a checkpoint pins, recorded
   next to it (and read under their current names after a rename).
+- :mod:`~delayline.scheduler.background` — a daemon thread that runs until told
+  to stop.
+- :mod:`~delayline.scheduler.pump` — the fine wheel's hand: moves due messages
+  from a shard's outbox to their topics, by Redis's clock. The runtime runs one
+  per shard; the drain runs them to empty the outboxes.
 - :mod:`~delayline.scheduler.pipeline` — the streaming query itself, source ->
   processor -> sink, and what runs inside its tasks. Imports neither of the two
   below.
-- :mod:`~delayline.scheduler.runtime` — the process: the Spark session and JVM,
-  the runner that starts, watches and stops the query, and its threads (the
-  outbox pumps, the topic trimmer, the listing server's), the worker daemon and
-  the standalone cluster. -> pipeline, jobs.
 - :mod:`~delayline.scheduler.jobs` — batch jobs over a checkpoint: the drain
   (``delayline drain``) and the state scan that lists pending messages.
-  -> pipeline; the drain -> runtime's pump, to empty the outboxes.
+  -> pipeline, pump.
+- :mod:`~delayline.scheduler.runtime` — the process: the Spark session and JVM,
+  the runner that starts, watches and stops the query and the pumps, its threads
+  (the topic trimmer, the listing server's), the worker daemon and the
+  standalone cluster. -> pipeline, jobs, pump.
 
 Only :mod:`~delayline.scheduler.pipeline.query` imports the source: the data
 flows one way, source -> processor -> sink.

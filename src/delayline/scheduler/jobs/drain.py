@@ -57,7 +57,7 @@ from delayline.scheduler.pipeline import packs, schemas
 from delayline.scheduler.pipeline.clients import inbound_for
 from delayline.scheduler.pipeline.feeds import offset_fields
 from delayline.scheduler.pipeline.records import CASCADE_FIELD
-from delayline.scheduler.runtime.pump import Pump
+from delayline.scheduler.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers

@@ -30,12 +30,12 @@ from pyspark.sql import SparkSession
 from delayline.errors import SchedulerError
 from delayline.listing import ListRequest, PendingMessage
 from delayline.redis.list_requests import ListRequests
+from delayline.scheduler.background import Background
 from delayline.scheduler.jobs.checkpoint_files import NO_BATCH_YET, CheckpointFiles
 from delayline.scheduler.pipeline import packs, schemas
 from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for
 from delayline.scheduler.pipeline.feeds import START_ID, id_order, kafka_prefix, offset_fields
 from delayline.scheduler.pipeline.records import to_packed
-from delayline.scheduler.runtime.background import Background
 from delayline.scheduler.settings import SchedulerSettings
 
 #: How many times a listing reads the inbound feeds past the last committed batch,

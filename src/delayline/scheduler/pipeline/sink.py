@@ -10,7 +10,7 @@ a replay resumes exactly after the last chunk that landed. See docs/design.md.
 Never early: a message goes to its topic only once Redis's clock has reached
 its ``deliver_at_ms``. One emitted ahead of its time (slots fire
 ``horizon_ms`` early) waits in the outbox, and the pump
-(:mod:`delayline.scheduler.runtime.pump`) delivers it on time. The sink itself never
+(:mod:`delayline.scheduler.pump`) delivers it on time. The sink itself never
 waits, so a batch is never longer than its work.
 """
 

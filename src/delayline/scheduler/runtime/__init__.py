@@ -9,7 +9,6 @@
 - :mod:`.worker_daemon` — PySpark's worker daemon, with heavy imports done once.
 - :mod:`.quiet` — quiet spells: when a local driver may trim its heap (pure).
 - :mod:`.standalone` — ``delayline cluster``: a Spark standalone cluster.
-- :mod:`.background` — a daemon thread that runs until told to stop; under:
-- :mod:`.pump` — moves due messages from an outbox to their topics.
-- :mod:`.trimmer` — trims topic streams by their retention.
+- :mod:`.trimmer` — trims topic streams by their retention (a
+  :mod:`~delayline.scheduler.background` thread, as the pumps are).
 """

@@ -28,7 +28,7 @@ from delayline.scheduler.jobs.state_scan import ListingServer
 from delayline.scheduler.pipeline.clients import kafka_inbound_for
 from delayline.scheduler.pipeline.handoff import record_waiting_cancels
 from delayline.scheduler.pipeline.query import start_query
-from delayline.scheduler.runtime.pump import Pump
+from delayline.scheduler.pump import Pump
 from delayline.scheduler.runtime.quiet import QuietSpells
 from delayline.scheduler.runtime.session import build_session, runs_locally
 from delayline.scheduler.runtime.trimmer import Trimmer

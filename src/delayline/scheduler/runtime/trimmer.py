@@ -13,7 +13,7 @@ from __future__ import annotations
 from delayline.errors import DelaylineError, TransportError
 from delayline.redis.retention import TopicStreams, is_not_a_stream
 from delayline.retention import RetentionPolicy
-from delayline.scheduler.runtime.background import Background
+from delayline.scheduler.background import Background
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
 

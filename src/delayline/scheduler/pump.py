@@ -20,7 +20,7 @@ from delayline.errors import DelaylineError, TransportError
 from delayline.kafka.flushing import KafkaFlusher, flusher_for
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
-from delayline.scheduler.runtime.background import Background
+from delayline.scheduler.background import Background
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import HORIZON_MS, now_ms
 
