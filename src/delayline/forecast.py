@@ -30,6 +30,13 @@ MINUTE_MS = 60_000
 DEFAULT_HOT_OVER = 1_000
 
 
+#: A minute's forecast hash: the field of a topic's count is this prefix and the topic,
+#: and the count of cancels whose topic is unknown is UNKNOWN_TOPIC_FIELD. The Lua that
+#: writes them takes both from here (redis/lua_source.py).
+TOPIC_FIELD_PREFIX = "t:"
+UNKNOWN_TOPIC_FIELD = "u"
+
+
 @dataclass(frozen=True)
 class MinuteCounts:
     """One due minute's counters: pending per topic, and cancels of unknown topic."""
@@ -40,8 +47,12 @@ class MinuteCounts:
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> MinuteCounts:
         """Parse the minute's hash: ``t:<topic>`` -> n, ``u`` -> n."""
-        topics = {name[2:]: int(value) for name, value in fields.items() if name.startswith("t:")}
-        return cls(topics, int(fields.get("u", 0)))
+        topics = {
+            name.removeprefix(TOPIC_FIELD_PREFIX): int(value)
+            for name, value in fields.items()
+            if name.startswith(TOPIC_FIELD_PREFIX)
+        }
+        return cls(topics, int(fields.get(UNKNOWN_TOPIC_FIELD, 0)))
 
     def count(self, topic: str | None) -> int:
         """Messages pending in this minute, of ``topic`` or of all topics (never below 0).

@@ -31,7 +31,7 @@ def test_ingest_counts_are_added_once_per_batch(
     minute = due_ms // 60_000
     assert raw_redis.hgetall(keys.forecast(minute)) == {b"t:a": b"13", b"t:b": b"1"}
     second = due_ms // 1000 % 60
-    assert raw_redis.hgetall(keys.forecast(minute) + ":s") == {
+    assert raw_redis.hgetall(keys.forecast_seconds(minute)) == {
         str(second).encode(): b"13",
         str(second + 1).encode(): b"1",
     }

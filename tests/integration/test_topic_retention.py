@@ -12,7 +12,8 @@ import redis
 from delayline.client import Client
 from delayline.ids import new_message_id
 from delayline.redis import keys
-from delayline.redis.retention import TRIM_BATCH, TopicStreams
+from delayline.redis.retention import TopicStreams
+from delayline.redis.scripts import TRIM_BATCH
 from delayline.redis.store import DeliveryStore
 from delayline.retention import RetentionPolicy, TopicRetention
 from delayline.rows import Deliver

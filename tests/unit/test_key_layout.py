@@ -83,7 +83,7 @@ def test_every_key_a_script_declares_is_in_its_shards_slot_or_its_topics() -> No
                 assert script.key_names[-1] == "namespace", script.file
         # The keys the scripts build from the namespace and a minute.
         built = [shard.journal(0), shard.cancel_requests(0), shard.rejected(0)]
-        built += [shard.forecast(1), shard.forecast(1) + ":s", shard.forecast_index]
+        built += [shard.forecast(1), shard.forecast_seconds(1), shard.forecast_index]
         built += [shard.ready, shard.target, shard.topics]
         assert {slot(key) for key in built} == {home}, shard
         slots.add(home)

@@ -212,3 +212,16 @@ def test_only_the_query_imports_the_source() -> None:
         )
     }
     assert importers == {"delayline.scheduler.pipeline.query"}
+
+
+#: The most lines a module of src/ may have: past it, a module holds more than one idea.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_the_line_bound() -> None:
+    long = {
+        str(path.relative_to(SOURCE)): lines
+        for path in SOURCE.rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"split these along a seam: {long}"

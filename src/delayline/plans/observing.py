@@ -168,9 +168,11 @@ def forecast(
             ),
         ]
 
-    def each_shard(minutes: list[int], suffix: str) -> list[Command]:
+    def each_shard(minutes: list[int], *, seconds: bool) -> list[Command]:
         return [
-            ("HGETALL", shard.forecast(minute) + suffix) for minute in minutes for shard in layout
+            ("HGETALL", shard.forecast_seconds(minute) if seconds else shard.forecast(minute))
+            for minute in minutes
+            for shard in layout
         ]
 
     def per_minute(minutes: list[int], replies: list[Any]) -> dict[int, dict[str, int]]:
@@ -180,7 +182,7 @@ def forecast(
     def read_minutes(replies: list[Any]) -> Plan[Forecast]:
         found = sorted({int(minute) for reply in replies[1::2] for minute in reply})
         return Plan(
-            each_shard(found, ""),
+            each_shard(found, seconds=False),
             lambda counts: read_seconds(per_minute(found, counts)),
             "read the forecast",
         )
@@ -201,7 +203,7 @@ def forecast(
 
         if not hot:
             return built([])
-        return Plan(each_shard(hot, ":s"), built, "read the forecast's hot instants")
+        return Plan(each_shard(hot, seconds=True), built, "read the forecast's hot instants")
 
     return Plan(commands, read_minutes, "read the forecast")
 

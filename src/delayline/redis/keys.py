@@ -33,6 +33,8 @@ BATCH_DURATION = "delayline:batch_duration"
 
 #: How long a minute's forecast counters outlive its end (7 days, in s).
 FORECAST_TTL_S = 7 * 24 * 3600
+#: What a minute's forecast hash name takes to name its per-second hash (lua/forecast.lua).
+FORECAST_SECONDS_SUFFIX = ":s"
 
 #: Listing requests for the running scheduler (list of "<listing id> <request JSON>").
 LISTINGS = "delayline:listings"
@@ -191,10 +193,13 @@ class ShardKeys:
         return f"{self.namespace}rejected:{deliver_at_ms // JOURNAL_BUCKET_MS}"
 
     def forecast(self, minute: int) -> str:
-        """Hash of a due minute's pending counts: ``t:<topic>`` -> n, and ``u``, cancels
-        not yet applied whose topic is unknown; ``forecast(minute) + ":s"`` holds
-        <second of the minute> -> n. See lua/forecast.lua."""
+        """Hash of a due minute's pending counts, its fields as :mod:`delayline.forecast`
+        names them (per topic, and cancels of unknown topic). See lua/forecast.lua."""
         return f"{self.namespace}forecast:{minute}"
+
+    def forecast_seconds(self, minute: int) -> str:
+        """Hash of a due minute's pending counts per second: <second of the minute> -> n."""
+        return self.forecast(minute) + FORECAST_SECONDS_SUFFIX
 
     def sink_marker(self, query_id: str, partition: int, stage: str = "sink") -> str:
         """Hash (batch, written) recording how far a stage got in a query's partition.
@@ -295,5 +300,6 @@ journal = UNSHARDED.journal
 cancel_requests = UNSHARDED.cancel_requests
 rejected = UNSHARDED.rejected
 forecast = UNSHARDED.forecast
+forecast_seconds = UNSHARDED.forecast_seconds
 sink_marker = UNSHARDED.sink_marker
 ingest_marker = UNSHARDED.ingest_marker

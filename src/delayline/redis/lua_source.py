@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 
+from delayline import forecast
 from delayline.errors import DelaylineError
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 from delayline.redis import keys
@@ -42,6 +43,12 @@ VIA_INBOUND = b":i"
 #: A cancel-requests field "<prefix><id>" holds the topic the request took out of
 #: the forecast (lua/cancel_request.lua, lua/forecast.lua, redis/layout.py).
 FORECAST_TAKEN = b"~"
+#: A minute's forecast hash: a topic's field prefix, the field of cancels of unknown
+#: topic (both owned by delayline/forecast.py), and its per-second hash's suffix
+#: (redis/keys.py).
+FORECAST_TOPIC = forecast.TOPIC_FIELD_PREFIX.encode()
+FORECAST_UNKNOWN = forecast.UNKNOWN_TOPIC_FIELD.encode()
+FORECAST_SECONDS = keys.FORECAST_SECONDS_SUFFIX.encode()
 
 #: Each marker by its ${NAME} in the Lua files.
 MARKERS: Mapping[str, bytes] = {
@@ -50,6 +57,9 @@ MARKERS: Mapping[str, bytes] = {
     "CASCADE": CASCADE_FIELD,
     "VIA_INBOUND": VIA_INBOUND,
     "FORECAST_TAKEN": FORECAST_TAKEN,
+    "FORECAST_TOPIC": FORECAST_TOPIC,
+    "FORECAST_UNKNOWN": FORECAST_UNKNOWN,
+    "FORECAST_SECONDS": FORECAST_SECONDS,
 }
 
 #: What each ``${NAME}`` in the Lua files stands for.

@@ -12,8 +12,7 @@ a group).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import redis
 
@@ -21,21 +20,6 @@ from delayline.redis import keys, scripts
 from delayline.redis.commands import as_text
 from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
 from delayline.retention import TopicRetention, first_needed
-
-#: Most entries one call of the trim script removes: whole stream nodes, a few
-#: microseconds each, so that even a long trim never holds Redis up.
-TRIM_BATCH = 10_000
-
-
-@dataclass(frozen=True)
-class Trimmed:
-    """What one trim call did to a stream."""
-
-    removed: int
-    #: Of them, entries a consumer group still needed (a hard cap took them).
-    unread: int
-    #: Whether the call stopped at TRIM_BATCH: more may go.
-    more: bool
 
 
 class TopicStreams(RedisConnection):
@@ -74,20 +58,16 @@ class TopicStreams(RedisConnection):
 
         return first_needed(self._call("read a topic's consumer groups", read))
 
-    def trim(self, topic: str, retention: TopicRetention, needed: str | None) -> Trimmed:
-        """Remove up to TRIM_BATCH entries from the head of ``topic`` that ``retention``
-        lets go, none from ``needed`` on but for its hard cap, and count them."""
-        args: list[str | int] = [
-            retention.max_age_ms,
-            retention.max_len,
-            retention.hard_max_len,
-            needed or "",
-            TRIM_BATCH,
-        ]
+    def trim(self, topic: str, retention: TopicRetention, needed: str | None) -> scripts.Trimmed:
+        """Remove up to ``scripts.TRIM_BATCH`` entries from the head of ``topic`` that
+        ``retention`` lets go, none from ``needed`` on but for its hard cap, and count
+        them."""
         script = scripts.TRIM_TOPIC
-        removed, unread, more = cast(
-            list[int], self._script("trim a topic stream", script, script.keys(topic=topic), args)
+        args = scripts.trim_args(retention, needed)
+        trimmed = scripts.trimmed(
+            self._script("trim a topic stream", script, script.keys(topic=topic), args)
         )
+        removed, unread = trimmed.removed, trimmed.unread
         if removed:
 
             def count() -> None:
@@ -98,7 +78,7 @@ class TopicStreams(RedisConnection):
                 pipe.execute()
 
             self._call("count trimmed topic entries", count)
-        return Trimmed(removed, unread, bool(more))
+        return trimmed
 
     def forget_expired_minutes(self, shards: int, now_ms: int) -> None:
         """Keep the forecast's minute index of every shard to its counters' lifetime."""

@@ -45,6 +45,7 @@ from delayline.redis import keys
 from delayline.redis.commands import Command, as_text
 from delayline.redis.keys import ShardKeys
 from delayline.redis.lua_source import load
+from delayline.retention import TopicRetention
 from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, ReadyEntry, SinkRow
 
 
@@ -318,8 +319,45 @@ def pump_result(reply: Sequence[Any]) -> PumpResult:
     return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms, int(ready))
 
 
-#: Trim a topic stream's head by its retention (lua/trim_topic.lua).
+#: Trim a topic stream's head by its retention (lua/trim_topic.lua). ARGV:
+#: :func:`trim_args`; reply: :func:`trimmed`.
 TRIM_TOPIC = Script("trim_topic.lua", ("topic",), topic_keys=frozenset({"topic"}))
+
+#: Most entries one call of TRIM_TOPIC removes: whole stream nodes, a few
+#: microseconds each, so that even a long trim never holds Redis up.
+TRIM_BATCH = 10_000
+
+
+def trim_args(retention: TopicRetention, needed: str | None) -> list[str | int]:
+    """TRIM_TOPIC's arguments: what ``retention`` lets go, keeping the entries from id
+    ``needed`` on (the oldest a consumer group still needs; None: none) but for the
+    hard cap, at most TRIM_BATCH."""
+    return [
+        retention.max_age_ms,
+        retention.max_len,
+        retention.hard_max_len,
+        needed or "",
+        TRIM_BATCH,
+    ]
+
+
+@dataclass(frozen=True)
+class Trimmed:
+    """What one trim call did to a stream."""
+
+    removed: int
+    #: Of them, entries a consumer group still needed (a hard cap took them).
+    unread: int
+    #: Whether the call stopped at TRIM_BATCH: more may go.
+    more: bool
+
+
+def trimmed(reply: Sequence[Any]) -> Trimmed:
+    """TRIM_TOPIC's reply."""
+    removed, unread, more = reply
+    return Trimmed(int(removed), int(unread), bool(more))
+
+
 #: Write a shard's ready entries to one topic (lua/deliver_ready.lua), in the topic's
 #: slot: ``written`` is :func:`keys.topic_written` of the topic. ARGV:
 #: :func:`deliver_ready_args`; reply: :func:`deliver_ready_failed`.

@@ -71,9 +71,12 @@ def forecast_left(raw: redis.Redis) -> dict[str, dict[bytes, int]]:
     totals: dict[str, dict[bytes, int]] = {}
     for shard in shard_layout(raw):
         for minute in cast(list[bytes], raw.zrange(shard.forecast_index, 0, -1)):
-            for suffix in ("", ":s"):
-                counts = totals.setdefault(keys.forecast(int(minute)) + suffix, {})
-                found = cast(dict[bytes, bytes], raw.hgetall(shard.forecast(int(minute)) + suffix))
+            for total_key, key in (
+                (keys.forecast(int(minute)), shard.forecast(int(minute))),
+                (keys.forecast_seconds(int(minute)), shard.forecast_seconds(int(minute))),
+            ):
+                counts = totals.setdefault(total_key, {})
+                found = cast(dict[bytes, bytes], raw.hgetall(key))
                 for name, n in found.items():
                     counts[name] = counts.get(name, 0) + int(n)
     left = {}

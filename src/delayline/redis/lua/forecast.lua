@@ -3,8 +3,8 @@
 -- each message is counted once (their reader: plans/observing.py's forecast,
 -- with delayline/forecast.py).
 --
--- Per due minute, <ns>${FORECAST}<minute> holds 't:<topic>' -> messages pending
--- and 'u' -> cancels not yet applied whose topic is unknown (a cancel by id
+-- Per due minute, <ns>${FORECAST}<minute> holds '${FORECAST_TOPIC}<topic>' -> messages pending
+-- and '${FORECAST_UNKNOWN}' -> cancels not yet applied whose topic is unknown (a cancel by id
 -- does not name it); <ns>${FORECAST}<minute>:s holds <second of the minute> ->
 -- messages pending, cancels subtracted. <ns>${FORECAST_INDEX} (sorted set) lists
 -- the minutes. ns is the shard's namespace, set by the including script; a
@@ -22,7 +22,7 @@ local function pending_change(due, topic, d_topic, d_unknown, d_second)
     local key = ns .. '${FORECAST}' .. string.format('%d', minute)
     pending_minutes[minute] = key
     pending_last_second = second
-    pending_keys = {key, key .. ':s', tostring(second % 60)}
+    pending_keys = {key, key .. '${FORECAST_SECONDS}', tostring(second % 60)}
   end
   local k = pending_keys
   local fields = pending_deltas[k[1]]
@@ -36,10 +36,10 @@ local function pending_change(due, topic, d_topic, d_unknown, d_second)
     pending_deltas[k[2]] = seconds
   end
   if d_topic ~= 0 then
-    local name = 't:' .. topic
+    local name = '${FORECAST_TOPIC}' .. topic
     fields[name] = (fields[name] or 0) + d_topic
   end
-  if d_unknown ~= 0 then fields['u'] = (fields['u'] or 0) + d_unknown end
+  if d_unknown ~= 0 then fields['${FORECAST_UNKNOWN}'] = (fields['${FORECAST_UNKNOWN}'] or 0) + d_unknown end
   if d_second ~= 0 then seconds[k[3]] = (seconds[k[3]] or 0) + d_second end
 end
 -- A message accepted (+1) or settled (-1): delivered, dropped, a duplicate, or a reject.
@@ -68,7 +68,7 @@ local function pending_flush()
   for minute, key in pairs(pending_minutes) do
     local expire_at = (minute + 1) * 60 + ${FORECAST_TTL_S}
     redis.call('EXPIREAT', key, expire_at)
-    redis.call('EXPIREAT', key .. ':s', expire_at)
+    redis.call('EXPIREAT', key .. '${FORECAST_SECONDS}', expire_at)
     redis.call('ZADD', ns .. '${FORECAST_INDEX}', minute, minute)
   end
 end
