@@ -73,8 +73,8 @@ def with_published(
 
 
 def send(messages: list[Message], published: Published = Published()) -> Plan[list[str]]:
-    """Schedule the messages, all or none (one transaction; see redis/scripts.py for the
-    round trip after Redis lost its scripts): each one due within the scheduler's
+    """Schedule the messages, all or none (one transaction, which :func:`schedule` keeps
+    whole even on a server that lost its scripts): each one due within the scheduler's
     horizon straight into its shard's outbox, every other one onto its inbound stream."""
     commands = schedule(messages, published)
     return Plan(
@@ -259,19 +259,26 @@ def schedule(messages: list[Message], published: Published = Published()) -> lis
     the horizon of their ``sent_at_ms``, their shard's outbox script (which checks
     again, by Redis's clock), up to NEAR_PER_CALL of them a call.
 
-    A message past the horizon skips the script: it is written once, not twice. The
-    Spark path takes a trigger plus a batch (seconds under load, tens of seconds
+    The Spark path takes a trigger plus a batch (seconds under load, tens of seconds
     while Spark restarts) to reach the outbox; a message due sooner would be late.
+
+    Without a near message, none goes through the script: a plain XADD costs Redis
+    less. With one, all do (the script appends the others to the same inbound
+    stream), so that the commands are calls of one script only: a server that lost
+    its scripts (restarted, flushed) answers NOSCRIPT to every one of them and runs
+    none, and the retry with the script loaded runs them all (redis/connection.py).
+    A plain XADD beside them would run alone.
     """
+    if not any(
+        is_near(message.deliver_at_ms, message.sent_at_ms, published.horizon_ms)
+        for message in messages
+    ):
+        return [
+            xadd(keys.inbound_for(message.id, published.shards), message.to_record())
+            for message in messages
+        ]
     commands: list[Command] = []
-    near: list[Message] = []
-    for message in messages:
-        if not is_near(message.deliver_at_ms, message.sent_at_ms, published.horizon_ms):
-            stream = keys.inbound_for(message.id, published.shards)
-            commands.append(xadd(stream, message.to_record()))
-        else:
-            near.append(message)
-    for shard, group in keys.by_shard(near, published.shards, lambda m: m.id).items():
+    for shard, group in keys.by_shard(messages, published.shards, lambda m: m.id).items():
         records = [message.to_record() for message in group]
         commands += [
             scripts.SEND_NEAR.command(

@@ -27,8 +27,10 @@ sink's 11 KB); redis-py's ``register_script`` asks ``SCRIPT EXISTS`` in a round
 trip of its own before every pipeline, and cannot serve the sans-IO plans. In
 a MULTI/EXEC Redis runs the other commands even when one answers ``NOSCRIPT``,
 so only the calls that failed run again (in a transaction of their own): each
-write still happens once, and for one round trip after a server lost its
-scripts a reader may see the transaction's other commands without those calls.
+write still happens once. A send stays all or none: its transaction holds
+calls of SEND_NEAR alone whenever it holds one (plans/producing.py). A cancel's
+record on the inbound stream may precede its request by that round trip; the
+source records it from the stream either way.
 """
 
 from __future__ import annotations
@@ -319,8 +321,7 @@ def pump_result(reply: Sequence[Any]) -> PumpResult:
     return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms, int(ready))
 
 
-#: Trim a topic stream's head by its retention (lua/trim_topic.lua). ARGV:
-#: :func:`trim_args`; reply: :func:`trimmed`.
+#: Trim a topic stream's head (lua/trim_topic.lua); ARGV: :func:`trim_args`, reply: :func:`trimmed`.
 TRIM_TOPIC = Script("trim_topic.lua", ("topic",), topic_keys=frozenset({"topic"}))
 
 #: Most entries one call of TRIM_TOPIC removes: whole stream nodes, a few
@@ -329,9 +330,8 @@ TRIM_BATCH = 10_000
 
 
 def trim_args(retention: TopicRetention, needed: str | None) -> list[str | int]:
-    """TRIM_TOPIC's arguments: what ``retention`` lets go, keeping the entries from id
-    ``needed`` on (the oldest a consumer group still needs; None: none) but for the
-    hard cap, at most TRIM_BATCH."""
+    """TRIM_TOPIC's arguments: trim by ``retention``, at most TRIM_BATCH, and from id
+    ``needed`` (a consumer group's oldest; None: none) on only by the hard cap."""
     return [
         retention.max_age_ms,
         retention.max_len,
