@@ -4,7 +4,8 @@ private to this user, in a folder of its own, in a session of its own, its
 output in a log file beside the configuration.
 
 The password goes in the configuration file (mode 0600), never on the command
-line, where ``ps`` would show it. A server dies with the thread that started it
+line, where ``ps`` would show it; a server's umask (077) keeps the files it
+writes private too. A server dies with the thread that started it
 (Linux ``PR_SET_PDEATHSIG``), so a test process killed midway leaves none behind.
 """
 
@@ -105,8 +106,11 @@ def quietly(condition: Callable[[], T]) -> T | None:
         return None
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec.
+def _in_child() -> None:
+    # Runs in the child between fork and exec. The umask keeps what the server writes
+    # private too: its AOF, its log, and the configuration a Sentinel rewrites (with
+    # the password in it) by a rename, which would otherwise get mode 0644.
+    os.umask(0o077)
     die_with_parent(signal.SIGKILL)
 
 
@@ -144,12 +148,13 @@ class ServerProcess:
         """
         if self.running():
             raise RuntimeError(f"the server on port {self.port} already runs")
-        with self.log_path.open("ab") as log:
+        descriptor = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(descriptor, "ab") as log:
             self._process = subprocess.Popen(
                 [server_executable(), str(self.config_path),
                  *(["--sentinel"] if self.sentinel else [])],
                 cwd=self.directory, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_in_child,
             )  # fmt: skip
 
     def wait_until_answering(self, password: str, timeout_s: float = START_TIMEOUT_S) -> None:
