@@ -9,22 +9,18 @@ shards and topics spread over the three masters.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from delayline.ids import deliver_at_ms_of, new_message_id
 from delayline.redis import keys, scripts
-from delayline.redis.embedded import server_executable
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
-from delayline.testing import free_port, wait_for
+from delayline.testing import redis_cluster, wait_for
+from delayline.testing.redis_cluster import LocalRedisCluster
 from delayline.timing import now_ms
 from tests.support.sinking import delivered
 
@@ -35,72 +31,13 @@ SLOTS = 16384
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
     """Three masters on loopback, each serving a third of the slots."""
-    ports = cluster_ports(3)
-    servers = []
-    try:
-        for port in ports:
-            directory = tmp_path / str(port)
-            directory.mkdir()
-            servers.append(
-                subprocess.Popen(
-                    [server_executable(), "--port", str(port), "--bind", "127.0.0.1",
-                     "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                     "--save", "", "--appendonly", "no", "--dir", str(directory)],
-                    stdout=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            )  # fmt: skip
-        nodes = [redis.Redis(port=port) for port in ports]
-        wait_for(lambda: all(ping(node) for node in nodes), 10, "the masters to start")
-        for index, node in enumerate(nodes):
-            node.execute_command(
-                "CLUSTER ADDSLOTS", *range(index * SLOTS // 3, (index + 1) * SLOTS // 3)
-            )
-            node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
-        wait_for(lambda: all(formed(node) for node in nodes), 30, "the cluster to form")
-        client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", port) for port in ports])
+    with LocalRedisCluster(tmp_path, primaries=3, replicas_per_primary=0) as nodes:
+        client = RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes.primaries()],
+            password=nodes.password,
+        )
         yield client
         client.close()
-        for node in nodes:
-            node.close()
-    finally:
-        for server in servers:
-            server.kill()
-            server.wait(10)
-
-
-def cluster_ports(count: int) -> list[int]:
-    """``count`` distinct free ports, each with its cluster bus port (10,000 higher)
-    free and valid too: a master on a port above 55535 would exit at start. (The
-    system may hand out a port twice while nothing listens on it yet.)"""
-    ports: list[int] = []
-    while len(ports) < count:
-        port = free_port()
-        taken = {p for q in ports for p in (q, q + 10_000)}
-        if port < 55_000 and port_is_free(port + 10_000) and not {port, port + 10_000} & taken:
-            ports.append(port)
-    return ports
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def formed(node: redis.Redis) -> bool:
-    info = node.execute_command("CLUSTER INFO")  # redis-py parses it into a dict
-    return bool(info.get("cluster_state") == "ok")
-
-
-def ping(node: redis.Redis) -> bool:
-    try:
-        return bool(node.ping())
-    except redis.ConnectionError:
-        return False
 
 
 def ids_in(shard: int, count: int, due_ms: int) -> list[str]:
@@ -178,8 +115,9 @@ def test_each_shards_scripts_and_delivery_steps_run_on_a_cluster(cluster: RedisC
 def test_cluster_ports_are_distinct_when_the_system_hands_one_out_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    handed = iter([30_001, 30_001, 40_001, 30_002, 30_003])
-    monkeypatch.setattr(sys.modules[__name__], "free_port", lambda: next(handed))
-    monkeypatch.setattr(sys.modules[__name__], "port_is_free", lambda port: True)
-    # 30,001 twice, and 40,001 whose port is 30,001's bus port: both passed over.
-    assert cluster_ports(3) == [30_001, 30_002, 30_003]
+    handed = iter([60_000, 30_001, 30_001, 40_001, 30_002, 30_003])
+    monkeypatch.setattr(redis_cluster, "free_port", lambda: next(handed))
+    monkeypatch.setattr(redis_cluster, "port_is_free", lambda port: True)
+    # 60,000, whose bus port would be above 65,535; 30,001 twice; and 40,001, whose
+    # port is 30,001's bus port: all passed over.
+    assert redis_cluster.cluster_ports(3) == [30_001, 30_002, 30_003]
