@@ -7,11 +7,20 @@ A map:
 - :mod:`delayline.testing.streams`: what arrived in the topic streams, and what
   the forecast still counts;
 - :mod:`delayline.testing.kafka`: a real single-node Kafka broker, from the jars
-  that ``kafka-pom.xml`` (beside this file) names.
+  that ``kafka-pom.xml`` (beside this file) names;
+- :mod:`delayline.testing.redis_cluster`: ``LocalRedisCluster``, a real Redis
+  Cluster of primaries with replicas, whose nodes a test kills, fails over and
+  restarts;
+- :mod:`delayline.testing.replicated`: ``ReplicatedRedis``, a real primary and
+  replica, optionally with three Sentinels; promote the replica by hand, or kill
+  the primary and wait for the Sentinels' failover;
+- :mod:`delayline.testing.servers`: what those two share: a server process from
+  a configuration private to the user, in a folder and a session of its own.
 
 Importing this package needs the standard library only: the client install
-(``pip install delayline``) imports it too. A failed wait raises AssertionError,
-as a failed test does.
+(``pip install delayline``) imports it too. The launchers of replicated Redis
+need redis-py and the embedded server (``delayline[server]``), imported by
+their modules only. A failed wait raises AssertionError, as a failed test does.
 """
 
 from __future__ import annotations
