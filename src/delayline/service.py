@@ -26,6 +26,7 @@ from delayline.progress import summary_line
 from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.jobs.drain import DrainReport, drain, refuse_early
+from delayline.scheduler.pinning import recorded_settings
 from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.runtime.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
@@ -60,8 +61,13 @@ def run_service(
     progress_interval_s: float,
     echo: Callable[[str], None],
     verbose: bool = False,
+    auto_shards: bool = False,
 ) -> None:
     """Run until SIGINT or SIGTERM, then finish the current batch and stop.
+
+    With ``auto_shards`` (no ``--inbound-shards`` given), the Redis shard count is
+    the checkpoint's, or for a new one the number of a Redis Cluster's primaries
+    (1 on one server).
 
     Spark's own output (its JVM's and its workers') goes to
     ``<data_dir>/spark.log``, or with ``verbose`` to this process's console.
@@ -85,7 +91,11 @@ def run_service(
         if not _wait_for_redis(connection, settings.redis_url, stop, echo):
             echo("stopped")
             return
+        if auto_shards:
+            settings = replace(settings, inbound_shards=_auto_shards(settings, connection))
         kind = f"embedded {server.version}, AOF everysec" if server is not None else "external"
+        if connection.cluster:
+            kind += f", a cluster: {settings.inbound_shards} shards"
         echo(f"redis     {redacted(settings.redis_url)} ({kind})")
         echo(f"data dir  {settings.data_dir.resolve()}")
         if api is not None:
@@ -195,6 +205,15 @@ def ticking(echo: Callable[[str], None], label: str, every_s: float) -> Iterator
         thread.join()
         if console is not None:
             console.close()
+
+
+def _auto_shards(settings: SchedulerSettings, connection: RedisConnection) -> int:
+    """The checkpoint's Redis shard count, or for a new one the number of a cluster's
+    primaries (1 on one server). Raises ConnectError if the cluster does not answer."""
+    recorded = recorded_settings(settings.data_dir).get("inbound_shards")
+    if recorded is not None:
+        return int(recorded)
+    return connection.primary_count() if connection.cluster else 1
 
 
 def _wait_for_redis(

@@ -2,7 +2,7 @@
 
 Redis Cluster refuses a script whose keys are in several slots (CROSSSLOT),
 and one that touches a key another master serves. Each shard's scripts, and
-each step of a sharded delivery, run here through redis-py's cluster client:
+each step of a sharded delivery, run here through ``redis+cluster://``:
 the sink's chunks, the pump, cancels and the two steps to the topics, for
 shards and topics spread over the three masters.
 """
@@ -29,15 +29,21 @@ SLOTS = 16384
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
+def nodes(tmp_path: Path) -> Iterator[LocalRedisCluster]:
     """Three masters on loopback, each serving a third of the slots."""
-    with LocalRedisCluster(tmp_path, primaries=3, replicas_per_primary=0) as nodes:
-        client = RedisCluster(
-            startup_nodes=[ClusterNode(host, port) for host, port in nodes.primaries()],
-            password=nodes.password,
-        )
-        yield client
-        client.close()
+    with LocalRedisCluster(tmp_path, primaries=3, replicas_per_primary=0) as started:
+        yield started
+
+
+@pytest.fixture
+def cluster(nodes: LocalRedisCluster) -> Iterator[RedisCluster]:
+    """redis-py's cluster client of ``nodes``, for what the test checks."""
+    client = RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in nodes.primaries()],
+        password=nodes.password,
+    )
+    yield client
+    client.close()
 
 
 def ids_in(shard: int, count: int, due_ms: int) -> list[str]:
@@ -49,11 +55,13 @@ def ids_in(shard: int, count: int, due_ms: int) -> list[str]:
     return found
 
 
-def test_each_shards_scripts_and_delivery_steps_run_on_a_cluster(cluster: RedisCluster) -> None:
+def test_each_shards_scripts_and_delivery_steps_run_on_a_cluster(
+    nodes: LocalRedisCluster, cluster: RedisCluster
+) -> None:
     masters = {cluster.keyslot(shard.namespace) * 3 // SLOTS for shard in keys.layout(SHARDS)}
     topics = ["orders", "billing", "audit"]
     assert len({cluster.keyslot(topic) * 3 // SLOTS for topic in topics}) > 1
-    store = DeliveryStore(cluster)  # type: ignore[arg-type]
+    store = DeliveryStore.from_url(nodes.url)
     cluster.script_load(scripts.CANCEL.text)  # on every master
     cluster.script_load(scripts.SEND_NEAR.text)
     now = now_ms()

@@ -160,6 +160,7 @@ def run(
         progress_interval_s=progress_interval,
         echo=click.echo,
         verbose=verbose,
+        auto_shards=tuning.get("inbound_shards") is None,
     )
 
 

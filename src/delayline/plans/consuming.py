@@ -21,6 +21,9 @@ from delayline.validation import Limits, decode_headers
 
 log = logging.getLogger(__name__)
 
+#: What a topic's name takes to name its dead-letter stream.
+DLQ_SUFFIX = ".DLQ"
+
 #: The longest one read blocks in Redis (ms); a caller that waits longer reads again.
 #: Its reply must come within the connection's read timeout (10 s), or a Redis that
 #: hangs would hang the consumer: 0 (for ever) is this too.
@@ -168,7 +171,7 @@ class Consumer:
 
 def dlq_topic(topic: str) -> str:
     """Where a topic's dead letters go."""
-    return f"{topic}.DLQ"
+    return topic + DLQ_SUFFIX
 
 
 def next_attempt(entry: Entry, delay_ms: int, *, now_ms: int, limits: Limits) -> Message:

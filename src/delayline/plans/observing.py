@@ -23,6 +23,7 @@ from delayline.forecast import (
 from delayline.listing import ListingStatus, ListRequest, PendingMessage
 from delayline.metrics import COUNTERS, SUM_FIELD, percentile_ms, render_prometheus
 from delayline.plans import Plan
+from delayline.plans.consuming import DLQ_SUFFIX
 from delayline.redis import keys, scripts
 from delayline.redis.commands import Command, as_text
 
@@ -246,30 +247,19 @@ def recent(stream: str, count: int) -> Plan[list[StreamEntry]]:
     )
 
 
-#: Keys a dead-letter scan asks Redis for per round trip.
-SCAN_BATCH = 1_000
-
-
 def dead_letters(count: int) -> Plan[list[StreamEntry]]:
     """The newest ``count`` dead letters across every ``<topic>.DLQ`` stream, newest first.
 
-    It finds the streams with SCAN: a walk over the whole key space, in
-    round trips of SCAN_BATCH keys (an operator's view, not a hot path).
+    The streams are those that dead-lettering recorded among the topic streams
+    (``consuming.dead_letter``), so no walk over the key space is needed: on a
+    Redis Cluster that would take one per primary.
     """
-    found: list[str] = []
 
-    def scanned(replies: list[Any]) -> Plan[list[StreamEntry]]:
-        cursor, names = replies[0]
-        found.extend(as_text(name) for name in names)
-        if int(cursor) != 0:
-            return scan(cursor)
-        return newest(sorted(set(found)), count, "read the dead letters")
+    def listed(replies: list[Any]) -> Plan[list[StreamEntry]]:
+        names = sorted(as_text(name) for name in replies[0])
+        return newest([n for n in names if n.endswith(DLQ_SUFFIX)], count, "read the dead letters")
 
-    def scan(cursor: Any) -> Plan[list[StreamEntry]]:
-        command = ("SCAN", cursor, "MATCH", "*.DLQ", "COUNT", SCAN_BATCH, "TYPE", "stream")
-        return Plan([command], scanned, "find the dead-letter streams")
-
-    return scan(0)
+    return Plan([("SMEMBERS", keys.UNSHARDED.topics)], listed, "find the dead-letter streams")
 
 
 def newest(streams: list[str], count: int, action: str) -> Plan[list[StreamEntry]]:

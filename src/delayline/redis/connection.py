@@ -17,8 +17,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from delayline.errors import ConfigurationError, ConnectError, TransportError
-from delayline.redis import scripts
+from delayline.redis import scripts, topology
 from delayline.redis.commands import Command
+from delayline.redis.execution import is_moved, run_commands, run_commands_async
+from delayline.redis.routing import AsyncRouter, Router
 from delayline.urls import redacted
 
 #: How long a call keeps retrying a Redis that cannot serve (loading its data,
@@ -48,8 +50,7 @@ def malformed_url(url: str) -> Iterator[None]:
         yield
     except (ValueError, TypeError) as exc:
         raise ConfigurationError(
-            f"not a usable Redis URL: {redacted(url)} ({exc}); "
-            "expected redis://[:password@]host[:port][/db] or rediss://..."
+            f"not a usable Redis URL: {redacted(url)} ({exc}); {topology.EXPECTED}"
         ) from None
 
 
@@ -72,12 +73,18 @@ def translated_errors(action: str) -> Iterator[None]:
         raise ConnectError(f"cannot {action}: Redis is loading its data into memory") from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise ConnectError(f"cannot {action}: Redis is unreachable ({exc})") from exc
-    except redis.RedisError as exc:
+    except redis.ResponseError as exc:
+        if is_moved(exc):
+            raise ConnectError(
+                f"cannot {action}: the Redis servers changed (a failover, or a slot moved): {exc}"
+            ) from exc
         if "MISCONF" in str(exc):
             raise ConnectError(
                 f"cannot {action}: Redis refuses writes because it cannot persist them "
                 f"(is its disk full?): {exc}"
             ) from exc
+        raise TransportError(f"cannot {action}: {exc}") from exc
+    except redis.RedisError as exc:
         raise TransportError(f"cannot {action}: {exc}") from exc
 
 
@@ -144,141 +151,107 @@ async def with_patience_async(
             await asyncio.sleep(delay_s)
 
 
-def _missing_scripts(commands: Sequence[Command], replies: Sequence[Any]) -> list[int]:
-    """The indexes of the script calls that Redis answered NOSCRIPT."""
-    return [
-        index
-        for index, reply in enumerate(replies)
-        if isinstance(reply, redis.exceptions.NoScriptError)
-        and scripts.by_sha(commands[index][1]) is not None
-    ]
-
-
-def _reloaded(commands: Sequence[Command], missing: Sequence[int]) -> list[Command]:
-    """The calls at ``missing`` again, after the loads of their scripts."""
-    shas = dict.fromkeys(commands[index][1] for index in missing)
-    loads = [script.load_command() for sha in shas if (script := scripts.by_sha(sha))]
-    return [*loads, *(commands[index] for index in missing)]
-
-
-def _spliced(
-    replies: list[Any], missing: Sequence[int], again: Sequence[Any], errors_ok: bool
-) -> list[Any]:
-    """``replies`` with the retried calls' replies in their places (the loads' left out);
-    raises the first error unless ``errors_ok``."""
-    for index, reply in zip(missing, again[len(again) - len(missing) :], strict=True):
-        replies[index] = reply
-    if not errors_ok:
-        for reply in replies:
-            if isinstance(reply, redis.exceptions.ResponseError):
-                raise reply
-    return replies
-
-
-def run_commands(
-    client: redis.Redis, commands: Sequence[Command], *, transaction: bool, errors_ok: bool
-) -> list[Any]:
-    """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``), and a second
-    for the script calls that Redis answers NOSCRIPT: their SCRIPT LOADs and the
-    calls once more (the one way to call a script, see :mod:`delayline.redis.scripts`).
-
-    With ``errors_ok``, a command's error is returned in its place instead of
-    raised. Raises redis-py's errors.
-    """
-    pipe = client.pipeline(transaction=transaction)
-    for command in commands:
-        pipe.execute_command(*command)
-    replies = list(pipe.execute(raise_on_error=False))
-    missing = _missing_scripts(commands, replies)
-    again: list[Any] = []
-    if missing:
-        pipe = client.pipeline(transaction=transaction)
-        for command in _reloaded(commands, missing):
-            pipe.execute_command(*command)
-        again = list(pipe.execute(raise_on_error=False))
-    return _spliced(replies, missing, again, errors_ok)
-
-
-async def run_commands_async(
-    client: redis.asyncio.Redis,
-    commands: Sequence[Command],
-    *,
-    transaction: bool,
-    errors_ok: bool,
-) -> list[Any]:
-    """:func:`run_commands` for asyncio."""
-    pipe = client.pipeline(transaction=transaction)
-    for command in commands:
-        pipe.execute_command(*command)
-    replies = list(await pipe.execute(raise_on_error=False))
-    missing = _missing_scripts(commands, replies)
-    again: list[Any] = []
-    if missing:
-        pipe = client.pipeline(transaction=transaction)
-        for command in _reloaded(commands, missing):
-            pipe.execute_command(*command)
-        again = list(await pipe.execute(raise_on_error=False))
-    return _spliced(replies, missing, again, errors_ok)
+def _client_options() -> dict[str, Any]:
+    """redis-py's options for every server's client."""
+    return {
+        "socket_connect_timeout": 5,
+        "socket_timeout": READ_TIMEOUT_S,
+        "health_check_interval": 30,
+        "retry": no_retries(),
+    }
 
 
 class RedisConnection:
-    """One connection pool to Redis, every call translated and retried (within patience).
+    """The clients of the Redis a URL names, every call translated, routed to the server
+    that serves its keys, and retried (within patience).
 
     The SDK runs its plans through :meth:`execute`; the scheduler's sides
-    (:mod:`delayline.redis.inbound`, :mod:`delayline.redis.store`) add their calls.
+    (:mod:`delayline.redis.inbound`, :mod:`delayline.redis.store`) add their calls,
+    each through :meth:`_node` (the client serving a key) or :meth:`execute`.
     """
 
-    def __init__(
-        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
-    ) -> None:
-        self._redis = client
+    def __init__(self, router: Router, *, patience_ms: int | None = DEFAULT_PATIENCE_MS) -> None:
+        self._router = router
         self._patience_ms = patience_ms
 
     @classmethod
     def from_url(cls, url: str, *, patience_ms: int | None = DEFAULT_PATIENCE_MS) -> Self:
-        """A client for ``url`` (``redis://host:port/db``); it connects on first use.
+        """A client for ``url`` (one server, a primary and its replicas, a cluster or
+        Sentinels: see :mod:`delayline.redis.topology`); it connects on first use.
 
         Every call retries for up to ``patience_ms`` while Redis cannot serve
         (``None``: until it can). Raises ConfigurationError for a malformed URL.
         """
-        with malformed_url(url):
-            client = redis.Redis.from_url(
-                url,
-                socket_connect_timeout=5,
-                socket_timeout=READ_TIMEOUT_S,
-                health_check_interval=30,
-                retry=no_retries(),
-            )
-        return cls(client, patience_ms=patience_ms)
+        endpoints = topology.parse_endpoints(url)
+        options = _client_options()
+
+        def connect(node_url: str) -> redis.Redis:
+            with malformed_url(url):
+                return redis.Redis.from_url(node_url, **options)
+
+        connect(endpoints.url_for(endpoints.addresses[0])).close()  # a bad option fails now
+        return cls(Router(endpoints, connect, options), patience_ms=patience_ms)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the URL names a Redis Cluster."""
+        return self._router.cluster
+
+    def _node(self, key: str | bytes) -> redis.Redis:
+        """The client of the server that serves ``key`` (call it inside :meth:`_call`)."""
+        return self._router.client_for(key)
 
     def _call(self, action: str, call: Callable[[], T]) -> T:
-        return with_patience(action, call, self._patience_ms)
+        return with_patience(action, self._rerouted(call), self._patience_ms)
+
+    def _rerouted(self, call: Callable[[], T]) -> Callable[[], T]:
+        """``call``, the servers found again before the next call if it fails in a way
+        that a failover or a lost server explains."""
+
+        def attempt() -> T:
+            try:
+                return call()
+            except (redis.ConnectionError, redis.TimeoutError):
+                self._router.invalidate()
+                raise
+            except redis.ResponseError as exc:
+                if is_moved(exc):
+                    self._router.invalidate()
+                raise
+
+        return attempt
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self._redis.close()
+        """Release the connection pools."""
+        self._router.close()
 
     def ping(self) -> None:
-        """Raise ConnectError unless Redis answers (within this client's patience)."""
-        self._call("ping Redis", self._redis.ping)
+        """Raise ConnectError unless every primary answers (within this client's patience)."""
+        self._call("ping Redis", lambda: [c.ping() for c in self._router.every_primary()])
+
+    def primary_count(self) -> int:
+        """How many primaries serve the keys (1 but on a cluster). Raises ConnectError."""
+        return self._call("find the primaries", lambda: len(self._router.every_primary()))
 
     def loading_percent(self) -> float | None:
-        """How much of its data a loading Redis has read (0-100), or None once it serves.
+        """How much of its data a loading Redis has read (0-100), or None once every
+        primary serves.
 
         Redis answers INFO while it loads its AOF, and nothing else. Raises
         ConnectError if it is unreachable.
         """
         with translated_errors("ask Redis for its loading progress"):
-            info: Any = self._redis.info("persistence")
-        if not int(info.get("loading", 0)):
-            return None
-        return float(info.get("loading_loaded_perc", 0.0))
+            for client in self._rerouted(self._router.every_primary)():
+                info: Any = client.info("persistence")
+                if int(info.get("loading", 0)):
+                    return float(info.get("loading_loaded_perc", 0.0))
+        return None
 
     def execute(
         self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
     ) -> list[Any]:
         """Run ``commands`` in one round trip (MULTI/EXEC if ``transaction``; see
-        :func:`run_commands` for a script Redis lacks).
+        :func:`run_commands` for a cluster, and for a script Redis lacks).
 
         With ``errors_ok``, a command's error is returned in its place instead
         of raised. Other errors raise TransportError: "cannot <action>: ...".
@@ -287,24 +260,29 @@ class RedisConnection:
         return self._call(
             action,
             lambda: run_commands(
-                self._redis, commands, transaction=transaction, errors_ok=errors_ok
+                self._router, commands, transaction=transaction, errors_ok=errors_ok
             ),
         )
 
     def _script(
         self, action: str, script: scripts.Script, script_keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
-        """The reply of one ``script`` call, as :func:`run_commands` makes it (without a
-        pipeline: the pump calls in a loop), retried within patience. Raises
-        TransportError: "cannot <action>: ..."."""
+        """The reply of one ``script`` call, as :func:`run_commands` makes it (on the
+        server of its keys, and without a pipeline: the pump calls in a loop), retried
+        within patience. Raises TransportError: "cannot <action>: ..."."""
         command = script.command(script_keys, args)
 
         def call() -> Any:
+            client = self._node(script_keys[0])
             try:
-                return self._redis.execute_command(*command)
+                reply = client.execute_command(*command)
             except redis.exceptions.NoScriptError:
-                self._redis.execute_command(*script.load_command())
-                return self._redis.execute_command(*command)
+                client.execute_command(*script.load_command())
+                reply = client.execute_command(*command)
+            wait = self._router.endpoints.replica_wait_ms
+            if wait and self._router.replicas(self._router.address_for(script_keys[0])):
+                client.execute_command("WAIT", 1, wait)
+            return reply
 
         return self._call(action, call)
 
@@ -313,36 +291,48 @@ class AsyncRedisConnection:
     """The asyncio counterpart of :meth:`RedisConnection.execute`, for AsyncClient."""
 
     def __init__(
-        self, client: redis.asyncio.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
+        self, router: AsyncRouter, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
     ) -> None:
-        self._redis = client
+        self._router = router
         self._patience_ms = patience_ms
 
     @classmethod
     def from_url(cls, url: str, *, patience_ms: int | None = DEFAULT_PATIENCE_MS) -> Self:
         """As :meth:`RedisConnection.from_url`, for asyncio."""
-        with malformed_url(url):
-            client = redis.asyncio.Redis.from_url(
-                url,
-                socket_connect_timeout=5,
-                socket_timeout=READ_TIMEOUT_S,
-                retry=redis.asyncio.retry.Retry(NoBackoff(), 0),
-            )
-        return cls(client, patience_ms=patience_ms)
+        endpoints = topology.parse_endpoints(url)
+        options: dict[str, Any] = {
+            "socket_connect_timeout": 5,
+            "socket_timeout": READ_TIMEOUT_S,
+            "retry": redis.asyncio.retry.Retry(NoBackoff(), 0),
+        }
+
+        def connect(node_url: str) -> redis.asyncio.Redis:
+            with malformed_url(url):
+                return redis.asyncio.Redis.from_url(node_url, **options)
+
+        connect(endpoints.url_for(endpoints.addresses[0]))  # a bad option fails now
+        return cls(AsyncRouter(endpoints, connect, options), patience_ms=patience_ms)
 
     async def execute(
         self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
     ) -> list[Any]:
         """As :meth:`RedisConnection.execute`, awaited."""
 
-        return await with_patience_async(
-            action,
-            lambda: run_commands_async(
-                self._redis, commands, transaction=transaction, errors_ok=errors_ok
-            ),
-            self._patience_ms,
-        )
+        async def call() -> list[Any]:
+            try:
+                return await run_commands_async(
+                    self._router, commands, transaction=transaction, errors_ok=errors_ok
+                )
+            except (redis.ConnectionError, redis.TimeoutError):
+                self._router.invalidate()
+                raise
+            except redis.ResponseError as exc:
+                if is_moved(exc):
+                    self._router.invalidate()
+                raise
+
+        return await with_patience_async(action, call, self._patience_ms)
 
     async def close(self) -> None:
-        """Release the connection pool."""
-        await self._redis.aclose()
+        """Release the connection pools."""
+        await self._router.close()

@@ -14,10 +14,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-import redis
-
 from delayline.redis import keys, scripts
-from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
+from delayline.redis.connection import RedisConnection
 from delayline.timing import now_ms
 
 #: An entry as redis-py returns it for a client without decode_responses.
@@ -27,11 +25,6 @@ StreamEntry = tuple[bytes, dict[bytes, bytes]]
 class InboundStream(RedisConnection):
     """The inbound streams as the scheduler's source reads them (``stream``: which
     one, ``delayline:inbound`` unless said), and what goes with them."""
-
-    def __init__(
-        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
-    ) -> None:
-        super().__init__(client, patience_ms=patience_ms)
 
     # -- the stream ---------------------------------------------------------------------------
 
@@ -52,7 +45,9 @@ class InboundStream(RedisConnection):
         """The id of the newest entry, or None if the stream is empty."""
         newest = cast(
             list[StreamEntry],
-            self._call("read the inbound stream", lambda: self._redis.xrevrange(stream, count=1)),
+            self._call(
+                "read the inbound stream", lambda: self._node(stream).xrevrange(stream, count=1)
+            ),
         )
         return newest[0][0].decode() if newest else None
 
@@ -77,14 +72,16 @@ class InboundStream(RedisConnection):
             cursor = "(" + page[-1][0].decode()
 
     def _xrange(self, stream: str, first: str, last: str, count: int) -> list[StreamEntry]:
-        return cast(list[StreamEntry], self._redis.xrange(stream, first, last, count=count))
+        return cast(list[StreamEntry], self._node(stream).xrange(stream, first, last, count=count))
 
     def trim(self, upto_id: str, *, stream: str = keys.INBOUND) -> None:
         """Drop entries up to and including ``upto_id``: they are committed."""
         ms, seq = upto_id.split("-")
         self._call(
             "trim the inbound stream",
-            lambda: self._redis.xtrim(stream, minid=f"{ms}-{int(seq) + 1}", approximate=False),
+            lambda: self._node(stream).xtrim(
+                stream, minid=f"{ms}-{int(seq) + 1}", approximate=False
+            ),
         )
 
     # -- what the source records --------------------------------------------------------------
@@ -111,7 +108,7 @@ class InboundStream(RedisConnection):
         """
 
         def check() -> list[Any]:
-            pipe = self._redis.pipeline(transaction=False)
+            pipe = self._node(keys.WAKEUPS).pipeline(transaction=False)
             pipe.zremrangebyscore(keys.WAKEUPS, "-inf", after_ms)
             pipe.zrangebyscore(keys.WAKEUPS, f"({after_ms}", upto_ms, start=0, num=1)
             return list(pipe.execute())
@@ -123,14 +120,15 @@ class InboundStream(RedisConnection):
         mapping = {str(at_ms): at_ms for at_ms in times_ms}
         if mapping:
             self._call(
-                "record the scheduler's wakeups", lambda: self._redis.zadd(keys.WAKEUPS, mapping)
+                "record the scheduler's wakeups",
+                lambda: self._node(keys.WAKEUPS).zadd(keys.WAKEUPS, mapping),
             )
 
     def mark_settled(self, at_ms: int) -> None:
         """Record that the scheduler had nothing to do at ``at_ms``: no input, no timer due."""
         self._call(
             "record the heartbeat",
-            lambda: self._redis.hset(
+            lambda: self._node(keys.HEARTBEAT).hset(
                 keys.HEARTBEAT, mapping={"settled_at_ms": at_ms, "updated_at_ms": now_ms()}
             ),
         )
@@ -157,21 +155,27 @@ class InboundStream(RedisConnection):
     def request_pause(self, run_token: str, ttl_s: int) -> None:
         """Ask the run's source to hold before its next batch (for up to ``ttl_s``)."""
         self._call(
-            "request a pause", lambda: self._redis.set(keys.pause(run_token), "requested", ex=ttl_s)
+            "request a pause",
+            lambda: self._node(keys.pause(run_token)).set(
+                keys.pause(run_token), "requested", ex=ttl_s
+            ),
         )
 
     def hold_while_paused(self, run_token: str, poll_s: float = 0.05) -> None:
         """Block while a pause is requested, saying "holding" so the driver can stop."""
         key = keys.pause(run_token)
-        while self._call("check for a pause", lambda: self._redis.get(key)) is not None:
+        while self._call("check for a pause", lambda: self._node(key).get(key)) is not None:
             self._call(
-                "report holding", lambda: self._redis.set(key, "holding", xx=True, keepttl=True)
+                "report holding", lambda: self._node(key).set(key, "holding", xx=True, keepttl=True)
             )
             time.sleep(poll_s)
 
     def is_holding(self, run_token: str) -> bool:
         """True once the source is blocked between batches."""
-        state = self._call("check for a pause", lambda: self._redis.get(keys.pause(run_token)))
+        state = self._call(
+            "check for a pause",
+            lambda: self._node(keys.pause(run_token)).get(keys.pause(run_token)),
+        )
         return state == b"holding"
 
     # -- a drain: an old checkpoint's messages handed to a new one ---------------------------
@@ -179,11 +183,15 @@ class InboundStream(RedisConnection):
     def forget_wakeups(self) -> None:
         """Forget a stopped scheduler's timer wakeups: the next checkpoint has timers of
         its own."""
-        self._call("forget the scheduler's wakeups", lambda: self._redis.delete(keys.WAKEUPS))
+        self._call(
+            "forget the scheduler's wakeups", lambda: self._node(keys.WAKEUPS).delete(keys.WAKEUPS)
+        )
 
     def drained_chunks(self, marker: str, partition: int) -> int:
         """How many chunks of state partition ``partition`` the drain ``marker`` appended."""
-        done = self._call("read the drain's marker", lambda: self._redis.hget(marker, partition))
+        done = self._call(
+            "read the drain's marker", lambda: self._node(marker).hget(marker, partition)
+        )
         return int(done or 0)
 
     def append_drained(
@@ -194,7 +202,8 @@ class InboundStream(RedisConnection):
         drain run again, or a call retried after its reply was lost, appends nothing twice."""
 
         def append() -> None:
-            with self._redis.pipeline(transaction=True) as pipe:
+            # The marker shares the default stream's slot (keys.drain_marker).
+            with self._node(keys.INBOUND).pipeline(transaction=True) as pipe:
                 pipe.watch(marker)
                 if int(pipe.hget(marker, str(partition)) or 0) > chunk:
                     return

@@ -96,8 +96,11 @@ def pause(run_token: str) -> str:
 
 
 def drain_marker(query_id: str) -> str:
-    """Hash (state partition -> chunks appended) of the drain of a query's checkpoint."""
-    return f"delayline:drain:{query_id}"
+    """Hash (state partition -> chunks appended) of the drain of a query's checkpoint.
+
+    Its hash tag is the default inbound stream's name, so that on a Redis Cluster
+    it shares that stream's slot, and a chunk and its count are one transaction."""
+    return f"{{{INBOUND}}}:drain:{query_id}"
 
 
 #: The namespace of the unsharded layout: every delivery key is this and a name.

@@ -25,7 +25,9 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from delayline.redis import keys
+from delayline.redis.commands import Command
 from delayline.redis.connection import RedisConnection
+from delayline.redis.execution import run_commands
 from delayline.redis.lua_source import FORECAST_TAKEN, VIA_INBOUND
 
 #: Entries moved from an unread inbound stream per transaction.
@@ -47,7 +49,7 @@ class ShardLayout(RedisConnection):
             text = keys.shard_history_text(history)
             self._call(
                 "record the shard layout",
-                lambda: self._redis.hset(
+                lambda: self._node(keys.CONFIG).hset(
                     keys.CONFIG, mapping={"layout_shards": shards, keys.SHARD_HISTORY: text}
                 ),
             )
@@ -63,7 +65,9 @@ class ShardLayout(RedisConnection):
             list[bytes | None],
             self._call(
                 "read the shard layout",
-                lambda: self._redis.hmget(keys.CONFIG, ["layout_shards", keys.SHARD_HISTORY]),
+                lambda: self._node(keys.CONFIG).hmget(
+                    keys.CONFIG, ["layout_shards", keys.SHARD_HISTORY]
+                ),
             ),
         )
         return keys.shard_history(history_text, 1 if recorded is None else int(recorded))
@@ -77,7 +81,11 @@ class ShardLayout(RedisConnection):
                 list[bytes],
                 self._call(
                     "find cancel requests",
-                    lambda: list(self._redis.scan_iter(match=prefix + "*", count=1_000)),  # noqa: B023
+                    lambda: [
+                        name
+                        for client in self._router.every_primary()
+                        for name in client.scan_iter(match=prefix + "*", count=1_000)  # noqa: B023
+                    ],
                 ),
             )
             for name in names:
@@ -88,7 +96,7 @@ class ShardLayout(RedisConnection):
         name = shard.cancel_requests(minute * keys.CANCELS_BUCKET_MS)
 
         def read() -> list[Any]:
-            pipe = self._redis.pipeline(transaction=False)
+            pipe = self._node(name).pipeline(transaction=False)
             pipe.hgetall(name)
             pipe.pttl(name)
             return list(pipe.execute())
@@ -113,23 +121,26 @@ class ShardLayout(RedisConnection):
         if not copies:
             return
 
-        def write() -> None:
-            pipe = self._redis.pipeline(transaction=True)
-            for copy, fields in copies.items():
-                for field, value in fields.items():
-                    pipe.hsetnx(copy, field, value)
-                if ttl_ms > 0:
-                    pipe.pexpire(copy, ttl_ms)
-            pipe.execute()
-
-        self._call("copy cancel requests", write)
+        commands: list[Command] = []
+        for copy, fields in copies.items():
+            commands += [("HSETNX", copy, field, value) for field, value in fields.items()]
+            if ttl_ms > 0:
+                commands.append(("PEXPIRE", copy, ttl_ms))
+        # On a cluster, a transaction per shard: each copy is safe to repeat.
+        self.execute(commands, action="copy cancel requests", transaction=True, errors_ok=False)
 
     def _move_to_default(self, stream: str) -> None:
         """Move what waits in ``stream`` to the end of the default inbound stream, in order,
-        a transaction at a time (each reads what it moves: a retry moves nothing twice)."""
+        a transaction at a time (each reads what it moves: a retry moves nothing twice).
+
+        On a cluster the two streams are in two slots: each batch is appended, then
+        deleted, and a crash between the two leaves it in both, which the scheduler
+        takes once (a message id is delivered once)."""
 
         def move() -> int:
-            with self._redis.pipeline(transaction=True) as pipe:
+            if self.cluster:
+                return self._copy_then_delete(stream)
+            with self._node(stream).pipeline(transaction=True) as pipe:
                 pipe.watch(stream)
                 entries = cast(
                     list[tuple[bytes, dict[bytes, bytes]]], pipe.xrange(stream, count=MOVE_BATCH)
@@ -144,3 +155,17 @@ class ShardLayout(RedisConnection):
 
         while self._call("move records to the default inbound stream", move):
             pass
+
+    def _copy_then_delete(self, stream: str) -> int:
+        entries = cast(
+            list[tuple[bytes, dict[bytes, bytes]]],
+            self._node(stream).xrange(stream, count=MOVE_BATCH),
+        )
+        if entries:
+            commands: list[Command] = [
+                ("XADD", keys.INBOUND, "*", *(part for pair in fields.items() for part in pair))
+                for _, fields in entries
+            ]
+            run_commands(self._router, commands, transaction=True, errors_ok=False)
+            self._node(stream).xdel(stream, *(entry_id for entry_id, _ in entries))
+        return len(entries)

@@ -17,7 +17,7 @@ class ListRequests(RedisConnection):
         is failed at once and skipped."""
         popped = self._call(
             "wait for a listing",
-            lambda: self._redis.brpop([keys.LISTINGS], max(timeout_s, MIN_BLOCK_S)),
+            lambda: self._node(keys.LISTINGS).brpop([keys.LISTINGS], max(timeout_s, MIN_BLOCK_S)),
         )
         if popped is None:
             return None
@@ -34,7 +34,7 @@ class ListRequests(RedisConnection):
         """Record how far the listing's scan is (tasks ``done`` of ``total``)."""
         self._call(
             "report a listing's progress",
-            lambda: self._redis.hset(
+            lambda: self._node(keys.listing(listing_id)).hset(
                 keys.listing(listing_id), mapping={"state": state, "done": done, "total": total}
             ),
         )
@@ -43,11 +43,15 @@ class ListRequests(RedisConnection):
         """Write the rows, then mark the listing done, in one transaction."""
 
         def write() -> None:
-            pipe = self._redis.pipeline(transaction=True)
+            # On a cluster the rows and the listing's hash are in two slots: the rows
+            # go first, so a listing is never done without them.
+            pipe = self._node(keys.listing(listing_id) + ":rows").pipeline(transaction=True)
             rows_key = keys.listing(listing_id) + ":rows"
             if rows:
                 pipe.rpush(rows_key, *(row.dumps() for row in rows))
             pipe.expire(rows_key, keys.LISTING_TTL_S)
+            pipe.execute()
+            pipe = self._node(keys.listing(listing_id)).pipeline(transaction=True)
             pipe.hset(keys.listing(listing_id), "state", "done")
             pipe.expire(keys.listing(listing_id), keys.LISTING_TTL_S)
             pipe.execute()
@@ -58,7 +62,7 @@ class ListRequests(RedisConnection):
         """Mark the listing failed, saying why."""
         self._call(
             "fail a listing",
-            lambda: self._redis.hset(
+            lambda: self._node(keys.listing(listing_id)).hset(
                 keys.listing(listing_id), mapping={"state": "failed", "error": error}
             ),
         )

@@ -18,17 +18,12 @@ import redis
 
 from delayline.redis import keys, scripts
 from delayline.redis.commands import as_text
-from delayline.redis.connection import DEFAULT_PATIENCE_MS, RedisConnection
+from delayline.redis.connection import RedisConnection
 from delayline.retention import TopicRetention, first_needed
 
 
 class TopicStreams(RedisConnection):
     """The topic streams to trim, what their groups need, and the trim itself."""
-
-    def __init__(
-        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
-    ) -> None:
-        super().__init__(client, patience_ms=patience_ms)
 
     def registered(self, shards: int) -> list[str]:
         """Every topic stream recorded by the deliveries of a ``shards`` layout (and
@@ -45,12 +40,12 @@ class TopicStreams(RedisConnection):
         or has read and not acknowledged; None if no group needs any."""
 
         def read() -> list[tuple[str, str | None]]:
-            groups: list[dict[str, Any]] = self._redis.xinfo_groups(topic)
+            groups: list[dict[str, Any]] = self._node(topic).xinfo_groups(topic)
             found: list[tuple[str, str | None]] = []
             for group in groups:
                 pending = None
                 if int(group["pending"]) > 0:
-                    summary: dict[str, Any] = self._redis.xpending(topic, group["name"])
+                    summary: dict[str, Any] = self._node(topic).xpending(topic, group["name"])
                     if summary["min"] is not None:
                         pending = as_text(summary["min"])
                 found.append((as_text(group["last-delivered-id"]), pending))
@@ -71,7 +66,7 @@ class TopicStreams(RedisConnection):
         if removed:
 
             def count() -> None:
-                pipe = self._redis.pipeline(transaction=False)
+                pipe = self._node(keys.STATS).pipeline(transaction=False)
                 pipe.hincrby(keys.STATS, "topic_trimmed", removed)
                 if unread:
                     pipe.hincrby(keys.STATS, "topic_trimmed_unread", unread)

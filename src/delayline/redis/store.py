@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-import redis
-
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.redis import keys, scripts
-from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
+from delayline.redis.commands import Command
+from delayline.redis.connection import MIN_BLOCK_S, RedisConnection
 from delayline.redis.scripts import ChunkResult, PumpResult, Settled
 from delayline.rows import ReadyEntry, SinkRow
 from delayline.timing import HORIZON_MS, now_ms
@@ -26,11 +25,6 @@ __all__ = ["ChunkResult", "DeliveryStore", "PumpResult", "Settled"]
 
 class DeliveryStore(RedisConnection):
     """Where the scheduler puts messages on their way out: topics, outbox, status records."""
-
-    def __init__(
-        self, client: redis.Redis, *, patience_ms: int | None = DEFAULT_PATIENCE_MS
-    ) -> None:
-        super().__init__(client, patience_ms=patience_ms)
 
     # -- the sink -----------------------------------------------------------------------------
 
@@ -45,13 +39,12 @@ class DeliveryStore(RedisConnection):
     ) -> int:
         """How many of ``shard``'s rows of this batch's partition ``stage`` already
         wrote (0 if none)."""
+        marker = shard.sink_marker(query_id, partition, stage)
         batch, written = cast(
             list[bytes | None],
             self._call(
                 "read the sink marker",
-                lambda: self._redis.hmget(
-                    shard.sink_marker(query_id, partition, stage), ["batch", "written"]
-                ),
+                lambda: self._node(marker).hmget(marker, ["batch", "written"]),
             ),
         )
         if batch is None or written is None or int(batch) != batch_id:
@@ -156,7 +149,7 @@ class DeliveryStore(RedisConnection):
             list[ReadyEntry],
             self._call(
                 "read the ready stream",
-                lambda: self._redis.xrange(shard.ready, min=start, count=max_entries),
+                lambda: self._node(shard.ready).xrange(shard.ready, min=start, count=max_entries),
             ),
         )
 
@@ -200,7 +193,7 @@ class DeliveryStore(RedisConnection):
         place of the last list; it lapses after ``ttl_ms``. Raises TransportError."""
 
         def write() -> None:
-            pipe = self._redis.pipeline(transaction=True)
+            pipe = self._node(shard.blocked).pipeline(transaction=True)
             pipe.delete(shard.blocked)
             if blocked_ms:
                 pipe.hset(shard.blocked, mapping=cast(Mapping[Any, Any], blocked_ms))
@@ -212,24 +205,19 @@ class DeliveryStore(RedisConnection):
     def target_of(self, shard: keys.ShardKeys) -> str | None:
         """Where ``shard``'s topics are (:attr:`keys.ShardKeys.target`); None: Redis."""
         found = cast(
-            bytes | None, self._call("read the target", lambda: self._redis.get(shard.target))
+            bytes | None,
+            self._call("read the target", lambda: self._node(shard.target).get(shard.target)),
         )
         return None if found is None else found.decode()
 
     def set_target(self, layout: Sequence[keys.ShardKeys], target: str | None) -> None:
         """Deliver ``layout``'s messages to ``target`` (``kafka:<brokers>``), or to Redis
-        streams if None, from now on."""
-
-        def write() -> None:
-            pipe = self._redis.pipeline(transaction=True)
-            for shard in layout:
-                if target is None:
-                    pipe.delete(shard.target)
-                else:
-                    pipe.set(shard.target, target)
-            pipe.execute()
-
-        self._call("record the target", write)
+        streams if None, from now on (each shard's at once, on a cluster)."""
+        commands: list[Command] = [
+            ("DEL", shard.target) if target is None else ("SET", shard.target, target)
+            for shard in layout
+        ]
+        self.execute(commands, action="record the target", transaction=True, errors_ok=False)
 
     def wait_for_bell(self, timeout_s: float, *, shard: keys.ShardKeys = keys.UNSHARDED) -> None:
         """Block until an entry due soon enters ``shard``'s outbox, or ``timeout_s`` passes.
@@ -238,52 +226,42 @@ class DeliveryStore(RedisConnection):
         so it may return that much later than asked.
         """
         timeout_s = max(timeout_s, MIN_BLOCK_S)
-        self._call("wait for the outbox", lambda: self._redis.blpop([shard.outbox_bell], timeout_s))
+        bell = shard.outbox_bell
+        self._call("wait for the outbox", lambda: self._node(bell).blpop([bell], timeout_s))
 
     def waiting(self, layout: Sequence[keys.ShardKeys]) -> int:
         """How many entries wait in ``layout``'s outboxes and ready streams."""
 
-        def read() -> list[Any]:
-            pipe = self._redis.pipeline(transaction=False)
-            for shard in layout:
-                pipe.zcard(shard.outbox)
-                pipe.xlen(shard.ready)
-            return list(pipe.execute())
-
-        return sum(int(size) for size in self._call("count waiting entries", read))
+        commands: list[Command] = [
+            command
+            for shard in layout
+            for command in (("ZCARD", shard.outbox), ("XLEN", shard.ready))
+        ]
+        found = self.execute(
+            commands, action="count waiting entries", transaction=False, errors_ok=False
+        )
+        return sum(int(size) for size in found)
 
     def publish_config(self, horizon_ms: int, inbound_shards: int) -> None:
         """Tell producers the scheduler's horizon (sends due within it go to the outbox)
         and how many inbound shards it reads (sends spread over them)."""
-        self._call(
-            "publish the config",
-            lambda: self._redis.hset(
-                keys.CONFIG,
-                mapping={"horizon_ms": horizon_ms, "inbound_shards": inbound_shards},
-            ),
-        )
+        command = ("HSET", keys.CONFIG, "horizon_ms", horizon_ms, "inbound_shards", inbound_shards)
+        self.execute([command], action="publish the config", transaction=False, errors_ok=False)
 
     # -- the heartbeat ------------------------------------------------------------------------
 
     def record_batches(self, query_id: str, batches: Sequence[tuple[int, int, int]]) -> None:
         """Record completed batches, each (batch_id, batch_at_ms, duration_ms), and beat."""
         batch_id, batch_at_ms, duration_ms = batches[-1]
-
-        def beat() -> None:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.hset(
-                keys.HEARTBEAT,
-                mapping={
-                    "query_id": query_id,
-                    "batch_id": batch_id,
-                    "last_batch_at_ms": batch_at_ms,
-                    "last_batch_ms": duration_ms,
-                    "updated_at_ms": now_ms(),
-                },
+        commands: list[Command] = [
+            (
+                *("HSET", keys.HEARTBEAT, "query_id", query_id, "batch_id", batch_id),
+                *("last_batch_at_ms", batch_at_ms, "last_batch_ms", duration_ms),
+                *("updated_at_ms", now_ms()),
             )
-            for _, _, each_ms in batches:
-                pipe.hincrby(keys.BATCH_DURATION, bucket_label(each_ms), 1)
-                pipe.hincrby(keys.BATCH_DURATION, SUM_FIELD, each_ms)
-            pipe.execute()
-
-        self._call("record the heartbeat", beat)
+        ]
+        for _, _, each_ms in batches:
+            commands.append(("HINCRBY", keys.BATCH_DURATION, bucket_label(each_ms), 1))
+            commands.append(("HINCRBY", keys.BATCH_DURATION, SUM_FIELD, each_ms))
+        # On a cluster the two hashes are in two slots: a transaction each.
+        self.execute(commands, action="record the heartbeat", transaction=True, errors_ok=False)

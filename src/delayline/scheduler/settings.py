@@ -141,7 +141,8 @@ class SchedulerSettings:
     inbound_shards: int = option(
         1,
         "Redis shards: each message's inbound stream (a source partition), outbox, pump and "
-        "status records, by a hash of its id. Pinned: change it with a drain.",
+        "status records, by a hash of its id. Pinned: change it with a drain. Not given: the "
+        "checkpoint's, or for a new one 1, or on a Redis Cluster the number of its primaries.",
     )
     kafka: str | None = option(
         None,
