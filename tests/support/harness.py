@@ -351,15 +351,18 @@ def send_workload(
     malformed: int = 20,
     seed: int = 7,
     inbound_shards: int = 1,
+    raw: redis.Redis | None = None,
 ) -> Workload:
     """Send the standard workload (:func:`workload_records`) straight to the inbound
     stream; with ``inbound_shards``, each record of a message to its shard's stream,
     and one send in four to the default stream, as a producer that does not know them.
+    ``raw`` writes them if given (a cluster's client, say), else a client of ``redis_url``.
     """
     workload, records = workload_records(
         total=total, max_delay_ms=max_delay_ms, burst=burst, malformed=malformed, seed=seed
     )
-    raw = redis.Redis.from_url(redis_url)
+    own = raw is None
+    raw = redis.Redis.from_url(redis_url) if raw is None else raw
     pipe = raw.pipeline(transaction=False)
     for n, record in enumerate(records):
         claimed = record.get(b"id", b"").decode("ascii", "replace")
@@ -367,7 +370,8 @@ def send_workload(
         stream = keys.inbound_for(claimed, inbound_shards) if sharded else keys.INBOUND
         pipe.xadd(stream, dict(record))  # type: ignore[arg-type]
     pipe.execute()
-    raw.close()
+    if own:
+        raw.close()
     return workload
 
 
