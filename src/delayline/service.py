@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
@@ -23,6 +24,7 @@ from delayline.errors import ConnectError
 from delayline.logfiles import LogFiles
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
+from delayline.redis import keys
 from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.jobs.drain import DrainReport, drain, refuse_early
@@ -95,7 +97,7 @@ def run_service(
             settings = replace(settings, inbound_shards=_auto_shards(settings, connection))
         kind = f"embedded {server.version}, AOF everysec" if server is not None else "external"
         if connection.cluster:
-            kind += f", a cluster: {settings.inbound_shards} shards"
+            kind += ", a cluster: " + _placement(settings, connection, echo)
         echo(f"redis     {redacted(settings.redis_url)} ({kind})")
         echo(f"data dir  {settings.data_dir.resolve()}")
         if api is not None:
@@ -205,6 +207,23 @@ def ticking(echo: Callable[[str], None], label: str, every_s: float) -> Iterator
         thread.join()
         if console is not None:
             console.close()
+
+
+def _placement(
+    settings: SchedulerSettings, connection: RedisConnection, echo: Callable[[str], None]
+) -> str:
+    """How the Redis shards fall on a cluster's primaries, said in a few words; with a
+    warning when some primary holds more of them than an even spread would."""
+    shards = settings.inbound_shards
+    owners = connection.primaries_of([shard.outbox for shard in keys.layout(shards)])
+    primaries = connection.primary_count()
+    busiest = max(Counter(owners).values())
+    if busiest > -(-shards // primaries):
+        echo(
+            f"warning: {busiest} of the {shards} Redis shards are on one primary; place each "
+            "shard's slot on a primary of its own (docs/scaling.md, Placing the shards)"
+        )
+    return f"{shards} shards on {len(set(owners))} of {primaries} primaries"
 
 
 def _auto_shards(settings: SchedulerSettings, connection: RedisConnection) -> int:

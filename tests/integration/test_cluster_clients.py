@@ -17,6 +17,7 @@ from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.testing import wait_for
 from delayline.testing.redis_cluster import LocalRedisCluster
+from delayline.testing.slots import spread_shards
 from delayline.timing import now_ms
 
 SHARDS = 3
@@ -114,3 +115,15 @@ def test_a_killed_primary_is_replaced_and_loses_nothing_sent(cluster: LocalRedis
         )
         arrived = [i for topic in TOPICS for i in topic_ids(cluster, topic)]
         assert sorted(arrived) == sorted(before + after), "each once, none lost"
+
+
+def test_spread_shards_puts_each_shard_on_its_own_primary(cluster: LocalRedisCluster) -> None:
+    placed = spread_shards(cluster, SHARDS)
+    assert len(set(placed.values())) == SHARDS
+    for shard, address in placed.items():
+        assert cluster.primary_of(keys.layout(SHARDS)[shard].outbox) == address
+    with Client(cluster.url) as client, closing(DeliveryStore.from_url(cluster.url)) as store:
+        store.publish_config(60_000, SHARDS)
+        sent = client.send_many([{"topic": "t", "body": b"x", "delay": 0}] * 30)
+        wait_for(lambda: pump_all(store) == 0 and client.metrics().outbox == 0, 15, "the pumps")
+        assert sorted(topic_ids(cluster, "t")) == sorted(sent)

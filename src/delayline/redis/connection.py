@@ -233,6 +233,15 @@ class RedisConnection:
         """How many primaries serve the keys (1 but on a cluster). Raises ConnectError."""
         return self._call("find the primaries", lambda: len(self._router.every_primary()))
 
+    def primaries_of(self, names: Sequence[str]) -> list[tuple[str, int]]:
+        """The address of the primary serving each key of ``names``. Raises ConnectError."""
+
+        def find() -> list[tuple[str, int]]:
+            self._router.every_primary()  # the servers found, if need be
+            return [self._router.address_for(name) for name in names]
+
+        return self._call("find the primaries", find)
+
     def loading_percent(self) -> float | None:
         """How much of its data a loading Redis has read (0-100), or None once every
         primary serves.

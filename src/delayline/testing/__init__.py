@@ -14,6 +14,8 @@ A map:
 - :mod:`delayline.testing.replicated`: ``ReplicatedRedis``, a real primary and
   replica, optionally with three Sentinels; promote the replica by hand, or kill
   the primary and wait for the Sentinels' failover;
+- :mod:`delayline.testing.slots`: each Redis shard's slot moved to a primary of
+  its own, as an operator places them;
 - :mod:`delayline.testing.servers`: what those two share: a server process from
   a configuration private to the user, in a folder and a session of its own.
 
