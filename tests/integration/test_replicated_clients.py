@@ -5,13 +5,17 @@ replica's confirmation, so what a client was told is sent survives the promotion
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from delayline import Client
+from delayline import AsyncClient, Client
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.testing import wait_for
@@ -71,9 +75,44 @@ def test_sentinels_promote_the_replica_and_the_clients_follow(watched: Replicate
 
 
 def test_a_write_waits_for_the_replica(pair: ReplicatedRedis) -> None:
+    _, port = pair.primary()
+    replica = next(p for p in pair.ports if p != port)
     with Client(pair.url) as client:
         message_id = client.send(TOPIC, b"x", delay=60_000_000)
-        _, port = pair.primary()
-        replica = next(p for p in pair.ports if p != port)
         # Confirmed by the replica before send returned: no polling needed.
         assert pair.node_client(replica).xlen(keys.INBOUND) == 1, message_id
+
+
+def test_every_kind_of_write_waits_on_its_own_connection(pair: ReplicatedRedis) -> None:
+    """With the replica stopped, each write blocks for the replica wait (WAIT counts
+    what its connection wrote: on another connection it would return at once)."""
+    _, port = pair.primary()
+    replica_port = next(p for p in pair.ports if p != port)
+    replica_pid = int(pair.node_client(replica_port).info("server")["process_id"])
+    url = pair.url + "?replica_wait_ms=400"
+
+    async def send_async() -> float:
+        async with AsyncClient(url) as client:
+            began = time.monotonic()
+            await client.send_many([{"topic": TOPIC, "body": b"n", "delay": 1_000}] * 2)
+            return time.monotonic() - began
+
+    with Client(url) as client, closing(DeliveryStore.from_url(url)) as store:
+        client.send(TOPIC, b"warm", delay=60_000_000)  # connections made, ROLE read
+        client.send(TOPIC, b"due", delay=300)  # for the pump to deliver, below
+        os.kill(replica_pid, signal.SIGSTOP)
+        try:
+            took = {}
+            began = time.monotonic()
+            client.send(TOPIC, b"far", delay=60_000_000)  # one XADD
+            took["xadd"] = time.monotonic() - began
+            began = time.monotonic()
+            client.send_many([{"topic": TOPIC, "body": b"n", "delay": 1_000}] * 2)  # MULTI
+            took["transaction"] = time.monotonic() - began
+            began = time.monotonic()
+            assert store.pump(1_000, 3_600).moved >= 1  # one script call
+            took["script"] = time.monotonic() - began
+            took["async transaction"] = asyncio.run(send_async())
+        finally:
+            os.kill(replica_pid, signal.SIGCONT)
+    assert all(seconds >= 0.35 for seconds in took.values()), took

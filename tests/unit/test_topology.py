@@ -119,3 +119,10 @@ def test_a_primarys_role_counts_its_replicas() -> None:
 def test_stream_group_commands_route_by_their_stream() -> None:
     assert topology.command_key(("XGROUP", "CREATE", "t", "g", "0", "MKSTREAM")) == "t"
     assert topology.command_key(("XINFO", "GROUPS", "t")) == "t"
+
+
+def test_a_probe_url_has_short_timeouts_and_keeps_the_options() -> None:
+    found = topology.parse_endpoints("redis://:pw@h:1/0?ssl_cert_reqs=none")
+    assert found.url_for(("h", 1), timeout_s=1.0) == (
+        "redis://:pw@h:1/0?ssl_cert_reqs=none&socket_timeout=1.0&socket_connect_timeout=1.0"
+    )

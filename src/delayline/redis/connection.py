@@ -277,20 +277,12 @@ class RedisConnection:
         self, action: str, script: scripts.Script, script_keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
         """The reply of one ``script`` call, as :func:`run_commands` makes it (on the
-        server of its keys, and without a pipeline: the pump calls in a loop), retried
-        within patience. Raises TransportError: "cannot <action>: ..."."""
+        server of its keys), retried within patience. Raises TransportError: "cannot
+        <action>: ..."."""
         command = script.command(script_keys, args)
 
         def call() -> Any:
-            client = self._node(script_keys[0])
-            try:
-                reply = client.execute_command(*command)
-            except redis.exceptions.NoScriptError:
-                client.execute_command(*script.load_command())
-                reply = client.execute_command(*command)
-            wait = self._router.endpoints.replica_wait_ms
-            if wait and self._router.replicas(self._router.address_for(script_keys[0])):
-                client.execute_command("WAIT", 1, wait)
+            [reply] = run_commands(self._router, [command], transaction=False, errors_ok=False)
             return reply
 
         return self._call(action, call)

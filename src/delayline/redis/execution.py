@@ -88,22 +88,116 @@ def _on_server(
     client: redis.Redis, commands: Sequence[Command], transaction: bool, wait: Command | None
 ) -> list[Any]:
     """Run ``commands`` on one server in one round trip, and a second for the script
-    calls that it answers NOSCRIPT: their SCRIPT LOADs and the calls once more; then
-    ``wait`` if given (for a replica's confirmation)."""
+    calls that it answers NOSCRIPT: their SCRIPT LOADs and the calls once more; each
+    round followed by ``wait``, if given, on its connection (WAIT counts what that
+    connection wrote)."""
+    replies = _round(client, commands, transaction, wait)
+    missing = _missing_scripts(commands, replies)
+    again = _round(client, _reloaded(commands, missing), transaction, wait) if missing else []
+    return _spliced(replies, missing, again)
+
+
+def _round(
+    client: redis.Redis, commands: Sequence[Command], transaction: bool, wait: Command | None
+) -> list[Any]:
+    """The replies of ``commands`` (errors in their places), then ``wait`` run on the
+    same connection; one round trip."""
+    if wait is not None and transaction:
+        return _transaction_then(client, commands, wait)
+    if wait is None and len(commands) == 1:  # the pump's call: no pipeline to build
+        try:
+            return [client.execute_command(*commands[0])]
+        except redis.ResponseError as exc:
+            return [exc]
     pipe = client.pipeline(transaction=transaction)
-    for command in commands:
+    for command in (*commands, wait) if wait is not None else commands:
         pipe.execute_command(*command)
     replies = list(pipe.execute(raise_on_error=False))
-    missing = _missing_scripts(commands, replies)
-    again: list[Any] = []
-    if missing:
-        pipe = client.pipeline(transaction=transaction)
-        for command in _reloaded(commands, missing):
-            pipe.execute_command(*command)
-        again = list(pipe.execute(raise_on_error=False))
-    if wait is not None:
-        client.execute_command(*wait)
-    return _spliced(replies, missing, again)
+    return replies[: len(commands)]
+
+
+def _transaction_then(client: redis.Redis, commands: Sequence[Command], then: Command) -> list[Any]:
+    """MULTI, ``commands``, EXEC and ``then`` on one connection of ``client``'s pool, in
+    one round trip (redis-py's transactions release the connection after EXEC); the
+    replies as redis-py's would read them."""
+    pool = client.connection_pool
+    connection = _connection_of(pool)
+    try:
+        connection.send_packed_command(
+            connection.pack_commands([("MULTI",), *commands, ("EXEC",), then])
+        )
+        replies = _transaction_replies(connection.read_response, len(commands))
+    except BaseException:
+        connection.disconnect()  # what it holds unread is garbage now
+        raise
+    finally:
+        pool.release(connection)
+    return _parsed(client.response_callbacks, commands, replies)
+
+
+async def _transaction_then_async(
+    client: redis.asyncio.Redis, commands: Sequence[Command], then: Command
+) -> list[Any]:
+    """:func:`_transaction_then` for asyncio."""
+    pool = client.connection_pool
+    connection = await _connection_of(pool)
+    try:
+        await connection.send_packed_command(
+            connection.pack_commands([("MULTI",), *commands, ("EXEC",), then])
+        )
+        replies: list[Any] = []
+        for _ in range(len(commands) + 3):
+            try:
+                replies.append(await connection.read_response())
+            except redis.ResponseError as exc:
+                replies.append(exc)
+        found = _exec_replies(replies, len(commands))
+    except BaseException:
+        await connection.disconnect()
+        raise
+    finally:
+        await pool.release(connection)
+    return _parsed(client.response_callbacks, commands, found)
+
+
+def _connection_of(pool: Any) -> Any:
+    """A connection of ``pool`` (a coroutine for asyncio's): redis-py 5.2 asks for the
+    command it is for, and 5.3 on warns when told."""
+    try:
+        return pool.get_connection()
+    except TypeError:
+        return pool.get_connection("MULTI")
+
+
+def _transaction_replies(read: Any, count: int) -> list[Any]:
+    """Read the replies to MULTI, ``count`` queued commands, EXEC and one more."""
+    replies: list[Any] = []
+    for _ in range(count + 3):
+        try:
+            replies.append(read())
+        except redis.ResponseError as exc:
+            replies.append(exc)
+    return _exec_replies(replies, count)
+
+
+def _exec_replies(replies: list[Any], count: int) -> list[Any]:
+    """EXEC's replies among MULTI's, the QUEUEDs, EXEC's and the last command's; raises
+    the first error that aborted the transaction, as redis-py does."""
+    queued, executed = replies[1 : 1 + count], replies[1 + count]
+    if isinstance(executed, Exception):
+        raise next((r for r in queued if isinstance(r, Exception)), executed)
+    return list(executed)
+
+
+def _parsed(callbacks: Any, commands: Sequence[Command], replies: list[Any]) -> list[Any]:
+    """``replies`` through redis-py's response callbacks, as its transactions do."""
+    parsed = []
+    for command, reply in zip(commands, replies, strict=True):
+        callback = callbacks.get(str(command[0]).upper())
+        parsed.append(
+            reply if callback is None or isinstance(reply, Exception) else callback(reply)
+        )
+    return parsed
 
 
 async def _on_server_async(
@@ -113,20 +207,30 @@ async def _on_server_async(
     wait: Command | None,
 ) -> list[Any]:
     """:func:`_on_server` for asyncio."""
+    replies = await _round_async(client, commands, transaction, wait)
+    missing = _missing_scripts(commands, replies)
+    again = (
+        await _round_async(client, _reloaded(commands, missing), transaction, wait)
+        if missing
+        else []
+    )
+    return _spliced(replies, missing, again)
+
+
+async def _round_async(
+    client: redis.asyncio.Redis,
+    commands: Sequence[Command],
+    transaction: bool,
+    wait: Command | None,
+) -> list[Any]:
+    """:func:`_round` for asyncio."""
+    if wait is not None and transaction:
+        return await _transaction_then_async(client, commands, wait)
     pipe = client.pipeline(transaction=transaction)
-    for command in commands:
+    for command in (*commands, wait) if wait is not None else commands:
         pipe.execute_command(*command)
     replies = list(await pipe.execute(raise_on_error=False))
-    missing = _missing_scripts(commands, replies)
-    again: list[Any] = []
-    if missing:
-        pipe = client.pipeline(transaction=transaction)
-        for command in _reloaded(commands, missing):
-            pipe.execute_command(*command)
-        again = list(await pipe.execute(raise_on_error=False))
-    if wait is not None:
-        await client.execute_command(*wait)
-    return _spliced(replies, missing, again)
+    return replies[: len(commands)]
 
 
 def run_commands(

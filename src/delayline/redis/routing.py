@@ -25,6 +25,9 @@ from delayline.redis.topology import Address, Endpoints
 
 #: How long a primary's replica count is trusted before ROLE is asked again (s).
 REPLICAS_TTL_S = 10.0
+#: How long finding the servers waits for each one (s): a server that hangs (paused,
+#: or its host gone) must not hold the search for the connection's read timeout.
+PROBE_TIMEOUT_S = 1.0
 
 C = TypeVar("C")
 #: The address a Sentinel-managed primary goes by here: its client finds it itself.
@@ -39,6 +42,7 @@ class Placement(Generic[C]):
         self.endpoints = endpoints
         self._connect = connect
         self._clients: dict[Address, C] = {}
+        self._probes: dict[Address, C] = {}
         self._ranges: list[topology.SlotRange] = []
         self._primary: Address | None = (
             endpoints.addresses[0]
@@ -67,6 +71,14 @@ class Placement(Generic[C]):
         if client is None:
             client = self._clients[address] = self._connect(self.endpoints.url_for(address))
         return client
+
+    def probe_at(self, address: Address) -> C:
+        """A client of the server at ``address`` for finding the servers: short timeouts."""
+        probe = self._probes.get(address)
+        if probe is None:
+            url = self.endpoints.url_for(address, timeout_s=PROBE_TIMEOUT_S)
+            probe = self._probes[address] = self._connect(url)
+        return probe
 
     def address_for(self, key: str | bytes | None) -> Address:
         """The primary serving ``key`` (any primary for None). Raises redis-py's
@@ -134,7 +146,8 @@ class Placement(Generic[C]):
             return list(dict.fromkeys([*self.primaries(), *self.endpoints.addresses])), (
                 "CLUSTER SLOTS"
             )
-        return list(self.endpoints.addresses), "ROLE"
+        known = [] if self._primary is None else [self._primary]
+        return list(dict.fromkeys([*known, *self.endpoints.addresses])), "ROLE"
 
     def learn(self, answers: dict[Address, Any], last_error: Exception | None) -> None:
         """Take in the answers to :meth:`to_ask`. Raises redis-py's ConnectionError if
@@ -233,17 +246,17 @@ class Router(Placement[redis.Redis]):
         last_error: Exception | None = None
         for address in addresses:
             try:
-                answers[address] = self.client_at(address).execute_command(command)
-            except redis.ConnectionError as exc:
+                answers[address] = self.probe_at(address).execute_command(command)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
                 last_error = exc
                 continue
-            if self.cluster:
+            if self.cluster or topology.is_primary(answers[address]):
                 break
         self.learn(answers, last_error)
 
     def close(self) -> None:
         """Release every client."""
-        for client in self._clients.values():
+        for client in (*self._clients.values(), *self._probes.values()):
             client.close()
         if self._sentinel_client is not None:
             self._sentinel_client.close()
@@ -304,17 +317,17 @@ class AsyncRouter(Placement[redis.asyncio.Redis]):
         last_error: Exception | None = None
         for address in addresses:
             try:
-                answers[address] = await self.client_at(address).execute_command(command)
-            except redis.ConnectionError as exc:
+                answers[address] = await self.probe_at(address).execute_command(command)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
                 last_error = exc
                 continue
-            if self.cluster:
+            if self.cluster or topology.is_primary(answers[address]):
                 break
         self.learn(answers, last_error)
 
     async def close(self) -> None:
         """Release every client."""
-        for client in self._clients.values():
+        for client in (*self._clients.values(), *self._probes.values()):
             await client.aclose()
         if self._sentinel_client is not None:
             await self._sentinel_client.aclose()

@@ -76,10 +76,15 @@ class Endpoints:
     #: How long a write waits for a replica to confirm it (ms; 0: not at all).
     replica_wait_ms: int = 0
 
-    def url_for(self, address: Address) -> str:
-        """A redis-py URL of the one server at ``address``, credentials and options kept."""
+    def url_for(self, address: Address, *, timeout_s: float | None = None) -> str:
+        """A redis-py URL of the one server at ``address``, credentials and options kept;
+        with ``timeout_s``, its connect and read timeouts that long (s)."""
         host, port = address
-        query = f"?{self.query}" if self.query else ""
+        query = self.query
+        if timeout_s is not None:
+            timeouts = f"socket_timeout={timeout_s}&socket_connect_timeout={timeout_s}"
+            query = f"{query}&{timeouts}" if query else timeouts
+        query = f"?{query}" if query else ""
         return f"{self.scheme}://{self.user_info}{host}:{port}{self.path}{query}"
 
     @property
