@@ -19,6 +19,7 @@ from delayline.testing import wait_for
 from delayline.testing.redis_cluster import LocalRedisCluster
 from delayline.testing.slots import spread_shards
 from delayline.timing import now_ms
+from tests.support.sinking import pump_all
 
 SHARDS = 3
 TOPICS = ("orders.timeout", "billing.remind", "mail.digest")
@@ -28,15 +29,6 @@ TOPICS = ("orders.timeout", "billing.remind", "mail.digest")
 def cluster(tmp_path: Path) -> Iterator[LocalRedisCluster]:
     with LocalRedisCluster(tmp_path, primaries=3, replicas_per_primary=1) as started:
         yield started
-
-
-def pump_all(store: DeliveryStore) -> int:
-    """Pump every shard's outbox, and write what that readied to the topics."""
-    moved = 0
-    for shard in keys.layout(SHARDS):
-        moved += store.pump(1_000, 3_600, shard=shard).moved
-        store.flush_ready(shard, 3_600)
-    return moved
 
 
 def topic_ids(cluster: LocalRedisCluster, topic: str) -> list[str]:
@@ -57,7 +49,9 @@ def test_sends_cancels_and_deliveries_find_each_keys_primary(cluster: LocalRedis
         )
         far = client.send(TOPICS[0], b"far", delay=3_600_000)
         assert client.cancel(sent[0])
-        wait_for(lambda: pump_all(store) == 0 and client.metrics().outbox == 0, 15, "the pumps")
+        wait_for(
+            lambda: pump_all(store, SHARDS) == 0 and client.metrics().outbox == 0, 15, "the pumps"
+        )
         arrived = [i for topic in TOPICS for i in topic_ids(cluster, topic)]
         assert sorted(arrived) == sorted(sent[1:])
         assert client.status(sent[0]).state == "cancelled"
@@ -81,7 +75,9 @@ def test_a_consumer_and_the_async_client_read_and_write_across_primaries(
     with closing(DeliveryStore.from_url(cluster.url)) as store, Client(cluster.url) as client:
         store.publish_config(60_000, SHARDS)
         sent = asyncio.run(send_async())
-        wait_for(lambda: pump_all(store) == 0 and client.metrics().outbox == 0, 15, "the pumps")
+        wait_for(
+            lambda: pump_all(store, SHARDS) == 0 and client.metrics().outbox == 0, 15, "the pumps"
+        )
         got = []
         for topic in TOPICS:
             for delivery in client.consume(topic, "g", block_ms=2_000):
@@ -109,7 +105,7 @@ def test_a_killed_primary_is_replaced_and_loses_nothing_sent(cluster: LocalRedis
         )
         cluster.wait_for_failover(victim)
         wait_for(
-            lambda: pump_all(store) == 0 and client.metrics().outbox == 0,
+            lambda: pump_all(store, SHARDS) == 0 and client.metrics().outbox == 0,
             30,
             "the pumps, after the failover",
         )
@@ -125,5 +121,7 @@ def test_spread_shards_puts_each_shard_on_its_own_primary(cluster: LocalRedisClu
     with Client(cluster.url) as client, closing(DeliveryStore.from_url(cluster.url)) as store:
         store.publish_config(60_000, SHARDS)
         sent = client.send_many([{"topic": "t", "body": b"x", "delay": 0}] * 30)
-        wait_for(lambda: pump_all(store) == 0 and client.metrics().outbox == 0, 15, "the pumps")
+        wait_for(
+            lambda: pump_all(store, SHARDS) == 0 and client.metrics().outbox == 0, 15, "the pumps"
+        )
         assert sorted(topic_ids(cluster, "t")) == sorted(sent)

@@ -22,18 +22,9 @@ from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.testing import wait_for
 from delayline.timing import now_ms
-from tests.support.sinking import delivered
+from tests.support.sinking import delivered, pump_all
 
 SHARDS = 2
-
-
-def pump_all(store: DeliveryStore) -> int:
-    """Pump every shard's outbox, and write what that readied to the topics."""
-    moved = 0
-    for shard in keys.layout(SHARDS):
-        moved += store.pump(1_000, 3_600, shard=shard).moved
-        store.flush_ready(shard, 3_600)
-    return moved
 
 
 def test_each_message_stays_in_its_shard_from_send_to_delivery(
@@ -60,7 +51,7 @@ def test_each_message_stays_in_its_shard_from_send_to_delivery(
 
         delivered: list[int] = []
         wait_for(
-            lambda: delivered.append(pump_all(store)) or sum(delivered) >= 20,
+            lambda: delivered.append(pump_all(store, SHARDS)) or sum(delivered) >= 20,
             10,
             "the pumps to deliver every shard's messages",
             interval_s=0.01,

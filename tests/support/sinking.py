@@ -122,3 +122,13 @@ def answering_every_listing(redis_url: str) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(5)
+
+
+def pump_all(store: DeliveryStore, shards: int) -> int:
+    """Pump every shard's outbox of a ``shards`` layout once, as the scheduler's pumps
+    do, and write what that readied to the topics; how many it moved."""
+    moved = 0
+    for shard in keys.layout(shards):
+        moved += store.pump(1_000, 3_600, shard=shard).moved
+        store.flush_ready(shard, 3_600)
+    return moved

@@ -19,7 +19,7 @@ from redis.retry import Retry
 from delayline.errors import ConfigurationError, ConnectError, TransportError
 from delayline.redis import scripts, topology
 from delayline.redis.commands import Command
-from delayline.redis.execution import is_moved, run_commands, run_commands_async
+from delayline.redis.execution import is_moved, reroute_after, run_commands, run_commands_async
 from delayline.redis.routing import AsyncRouter, Router
 from delayline.urls import redacted
 
@@ -211,12 +211,8 @@ class RedisConnection:
         def attempt() -> T:
             try:
                 return call()
-            except (redis.ConnectionError, redis.TimeoutError):
-                self._router.invalidate()
-                raise
-            except redis.ResponseError as exc:
-                if is_moved(exc):
-                    self._router.invalidate()
+            except redis.RedisError as exc:
+                reroute_after(self._router, exc)
                 raise
 
         return attempt
@@ -324,12 +320,8 @@ class AsyncRedisConnection:
                 return await run_commands_async(
                     self._router, commands, transaction=transaction, errors_ok=errors_ok
                 )
-            except (redis.ConnectionError, redis.TimeoutError):
-                self._router.invalidate()
-                raise
-            except redis.ResponseError as exc:
-                if is_moved(exc):
-                    self._router.invalidate()
+            except redis.RedisError as exc:
+                reroute_after(self._router, exc)
                 raise
 
         return await with_patience_async(action, call, self._patience_ms)

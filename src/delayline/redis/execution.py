@@ -41,6 +41,15 @@ def is_moved(error: redis.ResponseError) -> bool:
     return message.startswith(_MOVED) or isinstance(error, _MOVED_ERRORS)
 
 
+def reroute_after(router: Placement[Any], error: redis.RedisError) -> None:
+    """Have ``router`` find the servers again before its next call if ``error`` (a
+    lost connection, a timeout, a moved slot, a demoted primary) says they changed."""
+    if isinstance(error, redis.ConnectionError | redis.TimeoutError) or (
+        isinstance(error, redis.ResponseError) and is_moved(error)
+    ):
+        router.invalidate()
+
+
 def _missing_scripts(commands: Sequence[Command], replies: Sequence[Any]) -> list[int]:
     """The indexes of the script calls that Redis answered NOSCRIPT."""
     return [
