@@ -57,6 +57,7 @@ class AsyncClient(ClientBase):
         self._connection = AsyncRedisConnection.from_url(
             local.redis_url(url), patience_ms=patience_ms
         )
+        self._on_cluster = self._connection.cluster
 
     async def _run(self, plan: Plan[T]) -> T:
         while True:

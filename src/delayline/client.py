@@ -92,6 +92,7 @@ class Client(ClientBase):
     ) -> None:
         super().__init__(limits=limits, status_retention_ms=status_retention_ms)
         self._connection = RedisConnection.from_url(local.redis_url(url), patience_ms=patience_ms)
+        self._on_cluster = self._connection.cluster
         self._kafka = None if kafka is None else kafka_producer(kafka, kafka_topic)
 
     def _run(self, plan: Plan[T]) -> T:

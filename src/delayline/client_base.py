@@ -67,6 +67,8 @@ class ClientBase:
         #: drain can change it.
         self._published: producing.Published | None = None
         self._published_at_ms = 0
+        #: Whether the connection's Redis is a cluster (set by the subclass).
+        self._on_cluster = False
 
     def _message(self, topic: str, body: bytes | str, **arguments: Any) -> Message:
         return Message.create(topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments)
@@ -86,7 +88,9 @@ class ClientBase:
         first unless known for less than producing.SHARDS_REFRESH_MS."""
         if time.monotonic() * 1000 - self._published_at_ms > producing.SHARDS_REFRESH_MS:
             self._published = None
-        return producing.with_published(build, self._published, self._learn)
+        return producing.with_published(
+            build, self._published, self._learn, on_cluster=self._on_cluster
+        )
 
     def _learn(self, published: producing.Published) -> None:
         self._published = published
@@ -143,15 +147,17 @@ class ClientBase:
         return request, uuid.uuid4().hex
 
     def _cancel_many_plan(self, topic: str, rows: list[PendingMessage]) -> Plan[int]:
-        return self._with_published(
-            lambda published: producing.cancel_many(
+        def build(published: producing.Published) -> Plan[int]:
+            published.require_scripts("cancel messages")
+            return producing.cancel_many(
                 [row.id for row in rows],
                 topic,
                 now_ms=timing.now_ms(),
                 retention_ms=self.status_retention_ms,
                 shards=published.shards,
             )
-        )
+
+        return self._with_published(build)
 
     def _status_plan(self, message_id: str) -> Plan[MessageStatus]:
         return self._with_published(
@@ -167,7 +173,9 @@ class ClientBase:
 
     def _outbox_plan(self, request: ListRequest) -> Plan[list[PendingMessage]]:
         return self._with_published(
-            lambda published: observing.outbox_listing(request, shards=published.read_shards)
+            lambda published: observing.outbox_listing(
+                request, shards=published.read_shards, on_cluster=published.on_cluster
+            )
         )
 
     def _metrics_plan(self) -> Plan[observing.Metrics]:

@@ -20,7 +20,7 @@ from delayline import local
 from delayline.api.app import create_app
 from delayline.api.server import ApiOptions, ApiServer
 from delayline.client import Client
-from delayline.errors import ConnectError
+from delayline.errors import ConfigurationError, ConnectError
 from delayline.logfiles import LogFiles
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
@@ -36,6 +36,9 @@ from delayline.urls import redacted
 
 #: Spark's output, in the data directory, unless ``delayline run --verbose``.
 SPARK_LOG = "spark.log"
+#: The fewest Redis shards on a cluster: each shard's keys share a hash slot, and the
+#: unsharded layout's (one shard) do not.
+MIN_CLUSTER_SHARDS = 2
 #: How often the loop checks that the query is alive, in s.
 _WATCH_INTERVAL_S = 0.5
 #: How often a wait for Redis says so on the console, in s.
@@ -95,6 +98,13 @@ def run_service(
             return
         if auto_shards:
             settings = replace(settings, inbound_shards=_auto_shards(settings, connection))
+        if connection.cluster and settings.inbound_shards < MIN_CLUSTER_SHARDS:
+            raise ConfigurationError(
+                f"--inbound-shards {settings.inbound_shards} on a Redis Cluster: the unsharded "
+                "keys share no hash slot, which the delivery scripts need; use "
+                f"--inbound-shards {MIN_CLUSTER_SHARDS} or more (a new checkpoint: see "
+                "docs/scaling.md, Redis shards)"
+            )
         kind = f"embedded {server.version}, AOF everysec" if server is not None else "external"
         if connection.cluster:
             kind += ", a cluster: " + _placement(settings, connection, echo)
@@ -228,11 +238,12 @@ def _placement(
 
 def _auto_shards(settings: SchedulerSettings, connection: RedisConnection) -> int:
     """The checkpoint's Redis shard count, or for a new one the number of a cluster's
-    primaries (1 on one server). Raises ConnectError if the cluster does not answer."""
+    primaries (at least MIN_CLUSTER_SHARDS; 1 on one server). Raises ConnectError if the
+    cluster does not answer."""
     recorded = recorded_settings(settings.data_dir).get("inbound_shards")
     if recorded is not None:
         return int(recorded)
-    return connection.primary_count() if connection.cluster else 1
+    return max(MIN_CLUSTER_SHARDS, connection.primary_count()) if connection.cluster else 1
 
 
 def _wait_for_redis(

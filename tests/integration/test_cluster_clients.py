@@ -6,6 +6,8 @@ nothing lost that a client was told is sent."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from delayline import AsyncClient, Client
+from delayline.errors import ConfigurationError
 from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.testing import wait_for
@@ -60,7 +63,9 @@ def test_sends_cancels_and_deliveries_find_each_keys_primary(cluster: LocalRedis
         assert (metrics.stats["delivered"], metrics.stats["dropped"]) == (29, 1)
         # The far one waits on its inbound stream, for Spark.
         inbound = keys.inbound_for(far, SHARDS)
-        assert cluster.node_client(cluster.primary_of(inbound)[1]).xlen(inbound) == 1
+        records = cluster.node_client(cluster.primary_of(inbound)[1]).xrange(inbound)
+        sends = [f[b"id"].decode() for _, f in records if f[b"op"] == b"send"]
+        assert sends == [far]
 
 
 def test_a_consumer_and_the_async_client_read_and_write_across_primaries(
@@ -125,3 +130,29 @@ def test_spread_shards_puts_each_shard_on_its_own_primary(cluster: LocalRedisClu
             lambda: pump_all(store, SHARDS) == 0 and client.metrics().outbox == 0, 15, "the pumps"
         )
         assert sorted(topic_ids(cluster, "t")) == sorted(sent)
+
+
+def test_before_a_scheduler_publishes_its_shards_sends_take_the_default_stream(
+    cluster: LocalRedisCluster,
+) -> None:
+    with Client(cluster.url) as client:
+        # Due at once, so the near path on one server; here it would need the unsharded
+        # keys in one script, which a cluster refuses: every send takes the default stream.
+        message_id = client.send("t", b"x", delay=0)
+        stream = cluster.node_client(cluster.primary_of(keys.INBOUND)[1]).xrange(keys.INBOUND)
+        assert [fields[b"id"].decode() for _, fields in stream] == [message_id]
+        with pytest.raises(ConfigurationError, match="start delayline run"):
+            client.cancel(message_id)
+        assert client.pending(by="minute").total == 0
+
+
+def test_delayline_run_refuses_one_shard_on_a_cluster(
+    cluster: LocalRedisCluster, tmp_path: Path
+) -> None:
+    run = [sys.executable, "-m", "delayline", "run", "--redis-url", cluster.url, "--no-api",
+           "--data-dir", str(tmp_path / "data"), "--inbound-shards", "1"]  # fmt: skip
+    finished = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    assert finished.returncode != 0
+    assert "--inbound-shards 2 or more" in finished.stderr
+    assert cluster.password not in finished.stdout + finished.stderr
+    assert "Traceback" not in finished.stderr

@@ -415,6 +415,8 @@ def test_stats_rejects_and_dead_letters_for_the_dashboard(
         for n, topic in enumerate(("a", "b", "a")):
             entry_id = f"{now_ms() + n}-0"  # one ms apart: newest first is well defined
             raw_redis.xadd(f"{topic}.DLQ", {"id": f"m{n}", "reason": f"r{n}"}, id=entry_id)
+        # Recorded as a consumer's dead-lettering records them (plans/consuming.py).
+        raw_redis.sadd(keys.UNSHARDED.topics, "a.DLQ", "b.DLQ", "x.DLQ", "orders")
         raw_redis.set("x.DLQ", "not a stream")  # ignored: only streams are read
         stats = (await http.get("/v1/stats")).json()
         assert (stats["delivered"], stats["pending"], stats["outbox"]) == (1, -1, 0)

@@ -263,18 +263,31 @@ def dead_letters(count: int) -> Plan[list[StreamEntry]]:
 
 
 def newest(streams: list[str], count: int, action: str) -> Plan[list[StreamEntry]]:
-    """The newest ``count`` entries across ``streams``, newest first."""
+    """The newest ``count`` entries across ``streams``, newest first; a key that is not a
+    stream (WRONGTYPE) is left out."""
 
     def merged(replies: list[Any]) -> list[StreamEntry]:
         entries = [
-            e for stream, r in zip(streams, replies, strict=True) for e in _entries(stream, r)
+            e
+            for stream, r in zip(streams, replies, strict=True)
+            if not _is_wrong_type(r)
+            for e in _entries(stream, r)
         ]
         entries.sort(key=lambda entry: tuple(map(int, entry.entry_id.split("-"))), reverse=True)
         return entries[:count]
 
-    return Plan(
-        [("XREVRANGE", stream, "+", "-", "COUNT", count) for stream in streams], merged, action
-    )
+    commands: list[Command] = [("XREVRANGE", s, "+", "-", "COUNT", count) for s in streams]
+    return Plan(commands, merged, action, errors_ok=True)
+
+
+def _is_wrong_type(reply: Any) -> bool:
+    """Whether ``reply`` is the error of a key that holds another type; raises any
+    other error."""
+    if isinstance(reply, Exception):
+        if "WRONGTYPE" in str(reply):
+            return True
+        raise reply
+    return False
 
 
 def rejects(count: int, *, shards: int = 1) -> Plan[list[StreamEntry]]:
@@ -333,13 +346,18 @@ def listing_rows(listing_id: str) -> Plan[list[PendingMessage]]:
     )
 
 
-def outbox_listing(request: ListRequest, *, shards: int = 1) -> Plan[list[PendingMessage]]:
+def outbox_listing(
+    request: ListRequest, *, shards: int = 1, on_cluster: bool = False
+) -> Plan[list[PendingMessage]]:
     """What waits in the outboxes that ``request`` asks for (the first ``limit`` by due
-    time of each shard's, :func:`keys.read_layout`), OUTBOX_SCAN entries a round trip."""
+    time of each shard's, :func:`keys.read_layout`), OUTBOX_SCAN entries a round trip.
+    On a cluster the unsharded outbox is left out: no script can fill it there."""
     found: list[PendingMessage] = []
     low = "-inf" if request.from_ms is None else request.from_ms
     high = "+inf" if request.to_ms is None else f"({request.to_ms}"
-    layout = keys.read_layout(shards)
+    layout = [s for s in keys.read_layout(shards) if not (on_cluster and s == keys.UNSHARDED)]
+    if not layout:
+        return Plan([], lambda _: [], "list the outbox")
 
     def call(index: int, rank: int) -> Plan[list[PendingMessage]]:
         shard, wanted = layout[index], request.limit * (index + 1) - len(found)

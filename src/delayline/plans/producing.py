@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from delayline import ids
 from delayline.chunking import chunks
-from delayline.errors import MessageStateError
+from delayline.errors import ConfigurationError, MessageStateError
 from delayline.model import Cancel, Message
 from delayline.plans import Plan, xadd
 from delayline.redis import keys, scripts
@@ -29,6 +29,23 @@ class Published:
     shards: int = 1
     horizon_ms: int = HORIZON_MS
     history: tuple[int, ...] = (1,)
+    #: Whether Redis is a cluster: there the unsharded keys, which share no hash
+    #: slot, can take plain commands only (see :attr:`scripts_ok`).
+    on_cluster: bool = False
+
+    @property
+    def scripts_ok(self) -> bool:
+        """Whether a shard's scripts can run: on one server always; on a cluster once a
+        scheduler has published a sharded layout, whose shards each share a slot."""
+        return not self.on_cluster or self.shards > 1
+
+    def require_scripts(self, action: str) -> None:
+        """Raise ConfigurationError, saying what to do, unless :attr:`scripts_ok`."""
+        if not self.scripts_ok:
+            raise ConfigurationError(
+                f"cannot {action} yet: no delayline scheduler has published its Redis shards "
+                "on this Redis Cluster; start delayline run with this --redis-url first"
+            )
 
     @property
     def read_shards(self) -> int:
@@ -47,29 +64,42 @@ def with_published(
     build: Callable[[Published], Plan[T]],
     known: Published | None,
     learn: Callable[[Published], None],
+    *,
+    on_cluster: bool = False,
 ) -> Plan[T]:
     """``build(known)``; when not known yet, read the scheduler's config first, and tell
     ``learn`` once a scheduler has published it (before that, the defaults stand in:
-    sends go to the default stream, which is always read, and the unsharded keys)."""
+    sends go to the default stream, which is always read, and the unsharded keys).
+    ``on_cluster``: Redis is a cluster (see :attr:`Published.scripts_ok`)."""
     if known is not None:
         return build(known)
+    unpublished = Published(on_cluster=on_cluster)
 
     def then(replies: list[Any]) -> Plan[T]:
         shards, horizon_ms, history = replies[0]
         if shards is None and horizon_ms is None:
-            return build(Published())
+            return build(unpublished)
         count = 1 if shards is None else int(shards)
         published = Published(
             count,
             HORIZON_MS if horizon_ms is None else int(horizon_ms),
             keys.shard_history(history, count),
+            on_cluster=on_cluster,
         )
         learn(published)
         return build(published)
 
     command = ("HMGET", keys.CONFIG, "inbound_shards", "horizon_ms", keys.SHARD_HISTORY)
     # An error names what the caller asked for: "cannot send messages", not the read.
-    return Plan([command], then, build(Published()).action)
+    return Plan([command], then, _action_of(build, unpublished))
+
+
+def _action_of(build: Callable[[Published], Plan[T]], published: Published) -> str:
+    """What ``build``'s plan does, for the read before it: its own action."""
+    try:
+        return build(published).action
+    except ConfigurationError:  # it refuses before the config is read: say what it was for
+        return "read the scheduler's config"
 
 
 def send(messages: list[Message], published: Published = Published()) -> Plan[list[str]]:
@@ -140,6 +170,7 @@ def cancel(
     check_horizon(
         ids.deliver_at_ms_of(message_id), now_ms=now_ms, limits=limits or Limits(), field="id"
     )
+    published.require_scripts("cancel a message")
     shard = keys.keys_of(message_id, published.shards)
     read = status(message_id, now_ms=now_ms, published=published)
 
@@ -204,6 +235,7 @@ def reschedule(
     """
     due_ms = ids.deliver_at_ms_of(message_id)
     check_horizon(due_ms, now_ms=now_ms, limits=limits or Limits(), field="id")
+    published.require_scripts("reschedule a message")
     shard = keys.keys_of(message_id, published.shards)
     new_id = ids.new_message_id(deliver_at_ms)
     while keys.keys_of(new_id, published.shards) != shard:
@@ -269,7 +301,7 @@ def schedule(messages: list[Message], published: Published = Published()) -> lis
     none, and the retry with the script loaded runs them all (redis/connection.py).
     A plain XADD beside them would run alone.
     """
-    if not any(
+    if not published.scripts_ok or not any(
         is_near(message.deliver_at_ms, message.sent_at_ms, published.horizon_ms)
         for message in messages
     ):

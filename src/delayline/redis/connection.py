@@ -310,6 +310,11 @@ class AsyncRedisConnection:
         connect(endpoints.url_for(endpoints.addresses[0]))  # a bad option fails now
         return cls(AsyncRouter(endpoints, connect, options), patience_ms=patience_ms)
 
+    @property
+    def cluster(self) -> bool:
+        """Whether the URL names a Redis Cluster."""
+        return self._router.cluster
+
     async def execute(
         self, commands: Sequence[Command], *, action: str, transaction: bool, errors_ok: bool
     ) -> list[Any]:
