@@ -14,6 +14,8 @@ python -m bench floor                 # PSS of the query's process model doing n
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
+python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~24 min)
+python -m bench redis-cluster --quick # its smoke test (~3.5 min)
 python -m bench soak                  # memory and disk over 60 min at 5,000 msg/s (~62 min)
 python -m bench soak --quick          # 3 min at 2,000 msg/s, then checks (~5 min)
 python -m bench soak --report bench/results/soak/60min-5000.json  # plot and table
@@ -248,6 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     scaling.add_argument("--out", type=Path, default=None,
                          help="results directory [default: bench/results/scaling]")  # fmt: skip
 
+    cluster = commands.add_parser("redis-cluster", help="1 and 3 Redis shards on a 3+3 cluster")
+    cluster.add_argument("--quick", action="store_true", help="a smoke test (about 3.5 min)")
+    cluster.add_argument("--dry-run", action="store_true", help="print the plan and its estimate")
+    cluster.add_argument("--shards", default=None,
+                         help="deployments, comma-separated: N shards, or N@P on P primaries "
+                         "(default: 1,3@1,3; --quick: 3)")  # fmt: skip
+    cluster.add_argument("--rates", default=None, help="capacity steps, comma-separated (msg/s)")
+    cluster.add_argument("--producers", type=int, default=None, help="producer processes")
+    cluster.add_argument("--out", type=Path, default=None,
+                         help="results [default: bench/results/redis-cluster]")  # fmt: skip
+
     soak = commands.add_parser("soak", help="Redis memory, disk and PSS over time under load")
     soak.add_argument("--quick", action="store_true",
                       help="3 min at 2,000 msg/s, 20 s samples, delays 1-20 s; then check "
@@ -351,6 +364,22 @@ def main(argv: list[str] | None = None) -> int:
         result = scaling_run.main(args.quick, out, deployments, steps, args.inbound_shards)
         print(json.dumps(result, indent=2))
         return 0
+    if args.command == "redis-cluster":
+        from dataclasses import replace
+
+        from bench import cluster_scaling  # starts clusters and delayline run
+
+        chosen = cluster_scaling.QUICK if args.quick else cluster_scaling.FULL
+        if args.shards:
+            chosen = replace(chosen, shards=tuple(args.shards.split(",")))
+        if args.rates:
+            chosen = replace(chosen, rates=[float(r) for r in args.rates.split(",")])
+        if args.producers:
+            chosen = replace(chosen, producers=args.producers)
+        out = args.out or RESULTS / ("redis-cluster-quick" if args.quick else "redis-cluster")
+        whole = cluster_scaling.main(chosen, out, dry_run=args.dry_run)
+        failed = [name for name, found in whole.get("deployments", {}).items() if "error" in found]
+        return 1 if failed else 0
     if args.command == "send-many":
         from bench import send_many
 

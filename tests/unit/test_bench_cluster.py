@@ -1,10 +1,15 @@
-"""``bench redis-cluster``: its schedule, topics and windows."""
+"""``bench redis-cluster``: its schedule, topics, windows, deployments and table."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
+from bench.cluster_deploy import parse_spec
 from bench.cluster_load import delivered_in, per_message_us, pick_topics, schedule
+from bench.cluster_report import cores_per_1k, table
+from bench.cluster_scaling import FULL, QUICK, estimate_s
 
 
 def test_the_steps_follow_the_warm_up_back_to_back_at_absolute_times() -> None:
@@ -37,3 +42,71 @@ def test_a_window_counts_the_deliveries_from_its_start_up_to_not_including_its_e
 def test_cpu_per_message_in_microseconds() -> None:
     assert per_message_us({"p0": 1.5, "r0": 0.25}, 50_000) == {"p0": 30.0, "r0": 5.0}
     assert per_message_us({"p0": 1.0}, 0) == {"p0": None}
+
+
+def test_a_deployment_is_n_shards_or_n_shards_on_p_primaries() -> None:
+    assert parse_spec("3") == (3, None)
+    assert parse_spec("3@1") == (3, 1)
+    for bad in ("", "0", "x", "3@", "3@0", "3@a"):
+        with pytest.raises(ValueError, match="N or N@P"):
+            parse_spec(bad)
+
+
+def test_the_full_plan_fits_in_40_minutes_and_the_smoke_test_in_4() -> None:
+    assert estimate_s(FULL) <= 40 * 60
+    assert estimate_s(QUICK) < 4 * 60
+    assert FULL.rates == [25_000.0, 30_000.0, 40_000.0, 50_000.0]
+    assert {"1", "3"} <= set(FULL.shards)
+
+
+def _deployment(shards: str, capacity: float, p99s: list[int]) -> dict[str, Any]:
+    window = {
+        "process_us_per_msg": {"p0": 12.5, "p1": 3.0, "r0": 4.0},
+        "main_thread_us_per_msg": {"p0": 11.0, "p1": 2.5, "r0": 1.0},
+    }
+    steps = [{"phase": "warm", "lateness_p99_ms": 1, "achieved_rate": 1.0}]
+    steps += [
+        {"phase": f"cap{rate}", "lateness_p99_ms": p99, "achieved_rate": rate - 1.0}
+        for rate, p99 in zip([100, 200], p99s, strict=True)
+    ]
+    return {
+        "shards": shards,
+        "nodes": {"p0": 1, "p1": 2, "r0": 3},
+        "placement": {"p0": ["delayline:{0}:"], "p1": ["bench.jobs.1"]},
+        "capacity": {
+            "capacity": capacity,
+            "steps": steps,
+            "redis": window,
+            "cpu_s": 30.0,
+            "delivered": 60_000,
+            "peak_pss_mb": 900.0,
+        },
+        "burst": {
+            "last_delivery_s": 2.25,
+            "lateness_p50_ms": 900,
+            "lateness_p99_ms": 2_000,
+            "lost": 0,
+            "duplicates": 0,
+            "early": 0,
+            "peak_pss_mb": 1_200.0,
+            "redis": window,
+        },
+    }
+
+
+def test_the_table_has_a_row_per_deployment_and_a_row_per_node() -> None:
+    whole = {
+        "params": {"rates": [100.0, 200.0]},
+        "deployments": {
+            "1": {"shards": "1", "error": "TransportError('CROSSSLOT')"},
+            "3@1": _deployment("3@1", 0.0, [150, 300]),
+            "3": _deployment("3", 200.0, [20, 40]),
+        },
+    }
+    text = table(whole)
+    assert "| 1 | failed: TransportError('CROSSSLOT') |" in text
+    assert "| 3@1 | < 100 | 150 / 300 | 99 / 199 | 2.2 | 900 / 2,000 | 0 / 0 / 0 |" in text
+    assert "| 3 | ≥ 200 | 20 / 40 |" in text
+    assert "p0 12.5 / p1 3.0 | 0.500 | 1,200 |" in text
+    assert "| 3 | r0 | (replica) | 4.0 / 1.0 | 4.0 / 1.0 |" in text
+    assert cores_per_1k({"cpu_s": 30.0, "delivered": 0}) is None

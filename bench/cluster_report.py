@@ -1,0 +1,110 @@
+"""The console line and markdown tables of ``python -m bench redis-cluster`` results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def headline(result: Mapping[str, Any]) -> str:
+    """One line for the console."""
+    if result["workload"] == "capacity":
+        steps = ", ".join(
+            f"{s['rate']:g}->{s['achieved_rate']:g}/s p99 {s['lateness_p99_ms']} "
+            f"lost {s['lost']}" for s in result["steps"]
+        )  # fmt: skip
+        return f"capacity {result['capacity']:g}/s [{steps}] ({result['wall_s']:g} s)"
+    return (
+        f"burst {result['expected']:,}: last delivery {result['last_delivery_s']} s after due, "
+        f"p50 {result['lateness_p50_ms']} p99 {result['lateness_p99_ms']} ms, lost "
+        f"{result['lost']} dup {result['duplicates']} early {result['early']}, "
+        f"{result['sent_after_due']} sent after due ({result['wall_s']:g} s)"
+    )
+
+
+def cores_per_1k(result: Mapping[str, Any]) -> float | None:
+    """CPU seconds of the system's processes per 1,000 messages delivered."""
+    delivered = result.get("delivered") or 0
+    return round(result["cpu_s"] / (delivered / 1000), 3) if delivered else None
+
+
+def primaries_us(window: Mapping[str, Any], key: str = "process_us_per_msg") -> str:
+    """``p0 a / p1 b / p2 c`` µs per message of each primary in ``window``."""
+    found = window[key]
+    return " / ".join(f"{n} {_num(found[n], 1)}" for n in sorted(found) if n.startswith("p"))
+
+
+def table(whole: Mapping[str, Any]) -> str:
+    """The markdown tables: one row per shard count, then per node, then per process."""
+    deployments: Sequence[Mapping[str, Any]] = list(whole["deployments"].values())
+    rates = whole["params"]["rates"]
+    steps = " / ".join(f"{r / 1000:g}k" for r in rates)
+    lines = [
+        f"| shards | capacity (msg/s) | p99 at {steps} msg/s (ms) | achieved msg/s | "
+        "burst drain (s) | burst p50 / p99 (ms) | burst lost / dup / early | "
+        "Redis µs/msg per primary (process CPU; capacity run) | cores per 1,000 msg/s | "
+        "peak PSS (MB) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for dep in deployments:
+        if "error" in dep:
+            lines.append(f"| {dep['shards']} | failed: {dep['error']} |" + " |" * 8)
+            continue
+        cap, bur = dep.get("capacity"), dep.get("burst")
+        row = [str(dep["shards"])]
+        if cap:
+            scored = [s for s in cap["steps"] if s["phase"] != "warm"]
+            top = max(rates)
+            row += [
+                (f"≥ {_num(cap['capacity'])}" if cap["capacity"] == top else
+                 _num(cap["capacity"]) if cap["capacity"] else f"< {_num(min(rates))}"),
+                " / ".join(_num(s["lateness_p99_ms"]) for s in scored),
+                " / ".join(_num(s["achieved_rate"]) for s in scored),
+            ]  # fmt: skip
+        else:
+            row += ["-"] * 3
+        if bur:
+            row += [
+                _num(bur["last_delivery_s"], 1),
+                f"{_num(bur['lateness_p50_ms'])} / {_num(bur['lateness_p99_ms'])}",
+                f"{bur['lost']} / {bur['duplicates']} / {bur['early']}",
+            ]
+        else:
+            row += ["-"] * 3
+        if cap:
+            pss = max(cap["peak_pss_mb"], bur["peak_pss_mb"] if bur else 0.0)
+            row += [primaries_us(cap["redis"]), _num(cores_per_1k(cap), 3), _num(pss)]
+        else:
+            row += ["-"] * 3
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", node_table(deployments)]
+    return "\n".join(lines)
+
+
+def node_table(deployments: Sequence[Mapping[str, Any]]) -> str:
+    """Each node's µs per message (process CPU, and main thread) in each workload."""
+    lines = [
+        "| shards | node | holds | capacity: process / main thread µs/msg | "
+        "burst: process / main thread µs/msg |",
+        "|---|---|---|---|---|",
+    ]
+    for dep in deployments:
+        if "error" in dep:
+            continue
+        cap, bur = dep.get("capacity"), dep.get("burst")
+        for node in dep["nodes"]:
+            cells = []
+            for result in (cap, bur):
+                window = result["redis"] if result else None
+                cells.append(
+                    "-" if window is None else
+                    f"{_num(window['process_us_per_msg'][node], 1)} / "
+                    f"{_num(window['main_thread_us_per_msg'][node], 1)}"
+                )  # fmt: skip
+            holds = ", ".join(dep["placement"].get(node, [])) or "(replica)"
+            lines.append(f"| {dep['shards']} | {node} | {holds} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
