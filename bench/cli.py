@@ -258,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: 1,3@1,3; --quick: 3)")  # fmt: skip
     cluster.add_argument("--rates", default=None, help="capacity steps, comma-separated (msg/s)")
     cluster.add_argument("--producers", type=int, default=None, help="producer processes")
+    cluster.add_argument("--workloads", default=None, help="capacity,burst (the default)")
+    cluster.add_argument("--settle-s", type=float, default=None,
+                         help="how long after the last is due a message may come (30)")  # fmt: skip
     cluster.add_argument("--out", type=Path, default=None,
                          help="results [default: bench/results/redis-cluster]")  # fmt: skip
 
@@ -376,6 +379,13 @@ def main(argv: list[str] | None = None) -> int:
             chosen = replace(chosen, rates=[float(r) for r in args.rates.split(",")])
         if args.producers:
             chosen = replace(chosen, producers=args.producers)
+        if args.settle_s is not None:
+            chosen = replace(chosen, settle_s=args.settle_s)
+        if args.workloads:
+            asked = tuple(args.workloads.split(","))
+            if strange := sorted(set(asked) - set(cluster_scaling.WORKLOADS)):
+                parser.error(f"unknown workloads: {', '.join(strange)}")
+            chosen = replace(chosen, workloads=asked)
         out = args.out or RESULTS / ("redis-cluster-quick" if args.quick else "redis-cluster")
         whole = cluster_scaling.main(chosen, out, dry_run=args.dry_run)
         failed = [name for name, found in whole.get("deployments", {}).items() if "error" in found]

@@ -68,6 +68,7 @@ class Params:
     shards: tuple[str, ...] = ("1", "3@1", "3")
     #: One session per deployment for both workloads (--quick), or one each.
     one_session: bool = False
+    workloads: tuple[str, ...] = ("capacity", "burst")
 
 
 FULL = Params()
@@ -85,10 +86,13 @@ WORKLOADS = ("capacity", "burst")
 
 def estimate_s(params: Params) -> float:
     """The plan's wall time: each deployment's sessions, start and stop included."""
-    capacity = params.warmup_s + params.step_s * len(params.rates) + params.delay_s[1] + 30
-    burst = params.head_start_s + params.burst / BURST_RATE + 30
-    sessions = 1 if params.one_session else 2
-    return len(params.shards) * (sessions * (START_S + STOP_S) + capacity + burst)
+    seconds = {
+        "capacity": params.warmup_s + params.step_s * len(params.rates) + params.settle_s + 15,
+        "burst": params.head_start_s + params.burst / BURST_RATE + params.settle_s,
+    }
+    sessions = 1 if params.one_session else len(params.workloads)
+    work = sum(seconds[name] for name in params.workloads)
+    return len(params.shards) * (sessions * (START_S + STOP_S) + work)
 
 
 def _cpu_between(before: dict[str, tuple[float, float]],
@@ -261,7 +265,8 @@ def burst(dep: Deployment, params: Params) -> dict[str, Any]:
 def run_deployment(shards: str, params: Params, out: Path) -> dict[str, Any]:
     """Both workloads on deployment ``shards`` (``N`` or ``N@P``): one fresh deployment
     each (or one in all)."""
-    sessions = [list(WORKLOADS)] if params.one_session else [[name] for name in WORKLOADS]
+    chosen = [name for name in WORKLOADS if name in params.workloads]
+    sessions = [chosen] if params.one_session else [[name] for name in chosen]
     found: dict[str, Any] = {"shards": shards}
     for session in sessions:
         with deployment(
@@ -287,6 +292,7 @@ def main(params: Params, out: Path, dry_run: bool = False) -> dict[str, Any]:
     print(f"plan: shards {', '.join(params.shards)}; capacity "
           f"{', '.join(f'{r:,.0f}' for r in params.rates)} msg/s, {params.step_s:g} s steps "
           f"after {params.warmup_s:g} s; burst {params.burst:,}; {params.producers} producers; "
+          f"workloads {', '.join(params.workloads)}; "
           f"estimated wall time {estimate_s(params) / 60:.1f} min", flush=True)  # fmt: skip
     if dry_run:
         return {}

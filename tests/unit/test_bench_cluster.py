@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ def test_a_deployment_is_n_shards_or_n_shards_on_p_primaries() -> None:
 def test_the_full_plan_fits_in_40_minutes_and_the_smoke_test_in_4() -> None:
     assert estimate_s(FULL) <= 40 * 60
     assert estimate_s(QUICK) < 4 * 60
+    assert estimate_s(replace(FULL, workloads=("capacity",))) < estimate_s(FULL)
     assert FULL.rates == [25_000.0, 30_000.0, 40_000.0, 50_000.0]
     assert {"1", "3"} <= set(FULL.shards)
 
