@@ -259,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--rates", default=None, help="capacity steps, comma-separated (msg/s)")
     cluster.add_argument("--producers", type=int, default=None, help="producer processes")
     cluster.add_argument("--workloads", default=None, help="capacity,burst (the default)")
+    cluster.add_argument("--burst-rate", type=float, default=None,
+                         help="the burst is due 5 s + count / this ahead (5,000 msg/s; "
+                         "10,000: within the 60 s horizon)")  # fmt: skip
     cluster.add_argument("--settle-s", type=float, default=None,
                          help="how long after the last is due a message may come (30)")  # fmt: skip
     cluster.add_argument("--out", type=Path, default=None,
@@ -379,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             chosen = replace(chosen, rates=[float(r) for r in args.rates.split(",")])
         if args.producers:
             chosen = replace(chosen, producers=args.producers)
+        if args.burst_rate:
+            chosen = replace(chosen, burst_rate=args.burst_rate)
         if args.settle_s is not None:
             chosen = replace(chosen, settle_s=args.settle_s)
         if args.workloads:
