@@ -27,8 +27,9 @@ def headline(result: Mapping[str, Any]) -> str:
 
 
 def cores_per_1k(result: Mapping[str, Any]) -> float | None:
-    """CPU seconds of the system's processes per 1,000 messages delivered."""
-    delivered = result.get("delivered") or 0
+    """CPU seconds of the system's processes per 1,000 messages delivered (a capacity
+    run's, warm-up and settling included; a burst's received)."""
+    delivered = result.get("delivered") or result.get("received") or 0
     return round(result["cpu_s"] / (delivered / 1000), 3) if delivered else None
 
 
@@ -71,13 +72,15 @@ def table(whole: Mapping[str, Any]) -> str:
             row += [
                 _num(bur["last_delivery_s"], 1),
                 f"{_num(bur['lateness_p50_ms'])} / {_num(bur['lateness_p99_ms'])}",
-                f"{bur['lost']} / {bur['duplicates']} / {bur['early']}",
+                " / ".join(_num(bur[key]) for key in ("lost", "duplicates", "early")),
             ]
         else:
             row += ["-"] * 3
-        if cap:
-            pss = max(cap["peak_pss_mb"], bur["peak_pss_mb"] if bur else 0.0)
-            row += [primaries_us(cap["redis"]), _num(cores_per_1k(cap), 3), _num(pss)]
+        measured = [result for result in (cap, bur) if result]
+        if measured:
+            main, pss = measured[0], max(result["peak_pss_mb"] for result in measured)
+            redis_us = primaries_us(main["redis"]) + ("" if cap else " (burst)")
+            row += [redis_us, _num(cores_per_1k(main), 3), _num(pss)]
         else:
             row += ["-"] * 3
         lines.append("| " + " | ".join(row) + " |")

@@ -112,3 +112,8 @@ def test_the_table_has_a_row_per_deployment_and_a_row_per_node() -> None:
     assert "p0 12.5 / p1 3.0 | 0.500 | 1,200 |" in text
     assert "| 3 | r0 | (replica) | 4.0 / 1.0 | 4.0 / 1.0 |" in text
     assert cores_per_1k({"cpu_s": 30.0, "delivered": 0}) is None
+    burst_only = {"params": {"rates": [100.0]}, "deployments": {"3": _deployment("3", 0, [1, 2])}}
+    del burst_only["deployments"]["3"]["capacity"]
+    burst_only["deployments"]["3"]["burst"] |= {"cpu_s": 10.0, "received": 20_000}
+    assert "| 3 | - | - | - | 2.2 |" in table(burst_only)
+    assert "p0 12.5 / p1 3.0 (burst) | 0.500 | 1,200 |" in table(burst_only)
