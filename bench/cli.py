@@ -55,6 +55,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench import cluster_report
 from bench.harness import run_system
 from bench.plans import (
     IDLE_PENDING,
@@ -251,21 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                          help="results directory [default: bench/results/scaling]")  # fmt: skip
 
     cluster = commands.add_parser("redis-cluster", help="1 and 3 Redis shards on a 3+3 cluster")
-    cluster.add_argument("--quick", action="store_true", help="a smoke test (about 3.5 min)")
-    cluster.add_argument("--dry-run", action="store_true", help="print the plan and its estimate")
-    cluster.add_argument("--shards", default=None,
-                         help="deployments, comma-separated: N shards, or N@P on P primaries "
-                         "(default: 1,3@1,3; --quick: 3)")  # fmt: skip
-    cluster.add_argument("--rates", default=None, help="capacity steps, comma-separated (msg/s)")
-    cluster.add_argument("--producers", type=int, default=None, help="producer processes")
-    cluster.add_argument("--workloads", default=None, help="capacity,burst (the default)")
-    cluster.add_argument("--burst-rate", type=float, default=None,
-                         help="the burst is due 5 s + count / this ahead (5,000 msg/s; "
-                         "10,000: within the 60 s horizon)")  # fmt: skip
-    cluster.add_argument("--settle-s", type=float, default=None,
-                         help="how long after the last is due a message may come (30)")  # fmt: skip
-    cluster.add_argument("--out", type=Path, default=None,
-                         help="results [default: bench/results/redis-cluster]")  # fmt: skip
+    cluster_report.add_arguments(cluster)
 
     soak = commands.add_parser("soak", help="Redis memory, disk and PSS over time under load")
     soak.add_argument("--quick", action="store_true",
@@ -371,30 +358,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     if args.command == "redis-cluster":
-        from dataclasses import replace
-
         from bench import cluster_scaling  # starts clusters and delayline run
 
-        chosen = cluster_scaling.QUICK if args.quick else cluster_scaling.FULL
-        if args.shards:
-            chosen = replace(chosen, shards=tuple(args.shards.split(",")))
-        if args.rates:
-            chosen = replace(chosen, rates=[float(r) for r in args.rates.split(",")])
-        if args.producers:
-            chosen = replace(chosen, producers=args.producers)
-        if args.burst_rate:
-            chosen = replace(chosen, burst_rate=args.burst_rate)
-        if args.settle_s is not None:
-            chosen = replace(chosen, settle_s=args.settle_s)
-        if args.workloads:
-            asked = tuple(args.workloads.split(","))
-            if strange := sorted(set(asked) - set(cluster_scaling.WORKLOADS)):
-                parser.error(f"unknown workloads: {', '.join(strange)}")
-            chosen = replace(chosen, workloads=asked)
+        try:
+            chosen = cluster_scaling.params_from(args)
+        except ValueError as exc:
+            parser.error(str(exc))
         out = args.out or RESULTS / ("redis-cluster-quick" if args.quick else "redis-cluster")
-        whole = cluster_scaling.main(chosen, out, dry_run=args.dry_run)
-        failed = [name for name, found in whole.get("deployments", {}).items() if "error" in found]
-        return 1 if failed else 0
+        return cluster_scaling.run(chosen, out, dry_run=args.dry_run)
     if args.command == "send-many":
         from bench import send_many
 

@@ -1,9 +1,29 @@
-"""The console line and markdown tables of ``python -m bench redis-cluster`` results."""
+"""``python -m bench redis-cluster``: its options, and the console line and markdown
+tables of its results (no heavy imports: ``bench/cli.py`` builds its parser from here)."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m bench redis-cluster`` (cluster_scaling.params_from)."""
+    add = parser.add_argument
+    add("--quick", action="store_true", help="a smoke test, 3 shards (about 3 min)")
+    add("--dry-run", action="store_true", help="print the plan and its estimate")
+    add("--shards", default=None, help="deployments, comma-separated: N shards, or N@P on "
+        "P primaries (default: 1,3@1,3; --quick: 3)")  # fmt: skip
+    add("--rates", default=None, help="capacity steps, comma-separated (msg/s)")
+    add("--producers", type=int, default=None, help="producer processes (4)")
+    add("--workloads", default=None, help="capacity,burst (the default)")
+    add("--burst-rate", type=float, default=None, help="the burst is due 5 s + count / this "
+        "ahead (5,000 msg/s; 10,000: within the 60 s horizon)")  # fmt: skip
+    add("--settle-s", type=float, default=None,
+        help="how long after the last is due a message may come (30)")  # fmt: skip
+    add("--out", type=Path, default=None, help="results [default: bench/results/redis-cluster]")
 
 
 def _num(value: float | None, digits: int = 0) -> str:

@@ -27,6 +27,7 @@ do, and the machine's busy CPU beside them: what another job on the 2 cores took
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -43,6 +44,7 @@ from bench.cluster_deploy import (
     Deployment,
     check_producers,
     deployment,
+    parse_spec,
     start_producers,
     wait_producers,
 )
@@ -323,3 +325,33 @@ def main(params: Params, out: Path, dry_run: bool = False) -> dict[str, Any]:
     (out / "redis-cluster.json").write_text(json.dumps(whole, indent=1) + "\n")
     print(cluster_report.table(whole), flush=True)
     return whole
+
+
+def params_from(args: argparse.Namespace) -> Params:
+    """The plan that ``python -m bench redis-cluster``'s options ask for. Raises
+    ValueError for an unknown workload or a bad deployment."""
+    chosen = QUICK if args.quick else FULL
+    if args.shards:
+        chosen = replace(chosen, shards=tuple(args.shards.split(",")))
+        for spec in chosen.shards:
+            parse_spec(spec)
+    if args.rates:
+        chosen = replace(chosen, rates=[float(rate) for rate in args.rates.split(",")])
+    if args.producers:
+        chosen = replace(chosen, producers=args.producers)
+    if args.burst_rate:
+        chosen = replace(chosen, burst_rate=args.burst_rate)
+    if args.settle_s is not None:
+        chosen = replace(chosen, settle_s=args.settle_s)
+    if args.workloads:
+        asked = tuple(args.workloads.split(","))
+        if strange := sorted(set(asked) - set(WORKLOADS)):
+            raise ValueError(f"unknown workloads: {', '.join(strange)}")
+        chosen = replace(chosen, workloads=asked)
+    return chosen
+
+
+def run(params: Params, out: Path, dry_run: bool = False) -> int:
+    """:func:`main`; 1 if a deployment failed."""
+    whole = main(params, out, dry_run)
+    return 1 if any("error" in found for found in whole.get("deployments", {}).values()) else 0

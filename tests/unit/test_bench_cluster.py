@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
 from typing import Any
 
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 from bench.cluster_deploy import parse_spec
 from bench.cluster_load import delivered_in, per_message_us, pick_topics, schedule
-from bench.cluster_report import cores_per_1k, table
-from bench.cluster_scaling import FULL, QUICK, estimate_s
+from bench.cluster_report import add_arguments, cores_per_1k, table
+from bench.cluster_scaling import FULL, QUICK, estimate_s, params_from
 
 
 def test_the_steps_follow_the_warm_up_back_to_back_at_absolute_times() -> None:
@@ -117,3 +118,19 @@ def test_the_table_has_a_row_per_deployment_and_a_row_per_node() -> None:
     burst_only["deployments"]["3"]["burst"] |= {"cpu_s": 10.0, "received": 20_000}
     assert "| 3 | - | - | - | 2.2 |" in table(burst_only)
     assert "p0 12.5 / p1 3.0 (burst) | 0.500 | 1,200 |" in table(burst_only)
+
+
+def test_the_options_make_the_plan() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    asked = ["--shards", "3@1,3", "--rates", "5000,10000", "--workloads", "capacity"]
+    chosen = params_from(parser.parse_args([*asked, "--settle-s", "120"]))
+    assert chosen.shards == ("3@1", "3")
+    assert chosen.rates == [5_000.0, 10_000.0]
+    assert chosen.workloads == ("capacity",)
+    assert chosen.settle_s == 120
+    assert chosen.burst_rate == FULL.burst_rate
+    assert params_from(parser.parse_args(["--quick"])) == QUICK
+    for bad in (["--workloads", "soak"], ["--shards", "3@"]):
+        with pytest.raises(ValueError, match=r"workloads|N or N@P"):
+            params_from(parser.parse_args(bad))
