@@ -14,8 +14,8 @@ python -m bench floor                 # PSS of the query's process model doing n
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
-python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~24 min)
-python -m bench redis-cluster --quick # its smoke test (~3.5 min)
+python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~20-27 min)
+python -m bench redis-cluster --quick # its smoke test, 3 shards (~70 s)
 python -m bench soak                  # memory and disk over 60 min at 5,000 msg/s (~62 min)
 python -m bench soak --quick          # 3 min at 2,000 msg/s, then checks (~5 min)
 python -m bench soak --report bench/results/soak/60min-5000.json  # plot and table

@@ -12,7 +12,7 @@ from typing import Any
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m bench redis-cluster`` (cluster_scaling.params_from)."""
     add = parser.add_argument
-    add("--quick", action="store_true", help="a smoke test, 3 shards (about 3 min)")
+    add("--quick", action="store_true", help="a smoke test, 3 shards (about 70 s)")
     add("--dry-run", action="store_true", help="print the plan and its estimate")
     add("--shards", default=None, help="deployments, comma-separated: N shards, or N@P on "
         "P primaries (default: 1,3@1,3; --quick: 3)")  # fmt: skip
