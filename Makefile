@@ -42,12 +42,14 @@ lint: $(VENV)/.installed
 ## reached within the run (by default a topic keeps 100,000 entries). The journal is
 ## off: it expires a due minute at a time, which moved the figure by up to 100 bytes a
 ## message over the run's last minute (56.5 against a bound of 64 in one CI run); the
-## 45-minute soak measures it.
+## 45-minute soak measures it. Then delayline on a Redis Cluster of 3 primaries with a
+## replica each, 3 shards, tiny rates (about 70 s, most of it Spark's start).
 bench-quick: .venv-bench/.installed
 	.venv-bench/bin/python -m bench run --quick --out bench/results/quick
 	.venv-bench/bin/python -m bench soak --quick --minutes 2 --rate 1000 \
 		--delayline-option=--topic-max-len=5000 --delayline-option=--journal-retention-ms=0 \
 		--out bench/results/quick/soak.json
+	.venv-bench/bin/python -m bench redis-cluster --quick --out bench/results/quick/redis-cluster
 
 # The peers pin redis-py 5.x (see the bench extra), so they get their own venv.
 .venv-bench/.installed: pyproject.toml

@@ -14,6 +14,8 @@ python -m bench floor                 # PSS of the query's process model doing n
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
+python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~20-27 min)
+python -m bench redis-cluster --quick # its smoke test, 3 shards (~70 s)
 python -m bench soak                  # memory and disk over 60 min at 5,000 msg/s (~62 min)
 python -m bench soak --quick          # 3 min at 2,000 msg/s, then checks (~5 min)
 python -m bench soak --report bench/results/soak/60min-5000.json  # plot and table
@@ -53,6 +55,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench import cluster_report
 from bench.harness import run_system
 from bench.plans import (
     IDLE_PENDING,
@@ -248,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     scaling.add_argument("--out", type=Path, default=None,
                          help="results directory [default: bench/results/scaling]")  # fmt: skip
 
+    cluster = commands.add_parser("redis-cluster", help="1 and 3 Redis shards on a 3+3 cluster")
+    cluster_report.add_arguments(cluster)
+
     soak = commands.add_parser("soak", help="Redis memory, disk and PSS over time under load")
     soak.add_argument("--quick", action="store_true",
                       help="3 min at 2,000 msg/s, 20 s samples, delays 1-20 s; then check "
@@ -351,6 +357,15 @@ def main(argv: list[str] | None = None) -> int:
         result = scaling_run.main(args.quick, out, deployments, steps, args.inbound_shards)
         print(json.dumps(result, indent=2))
         return 0
+    if args.command == "redis-cluster":
+        from bench import cluster_scaling  # starts clusters and delayline run
+
+        try:
+            chosen = cluster_scaling.params_from(args)
+        except ValueError as exc:
+            parser.error(str(exc))
+        out = args.out or RESULTS / ("redis-cluster-quick" if args.quick else "redis-cluster")
+        return cluster_scaling.run(chosen, out, dry_run=args.dry_run)
     if args.command == "send-many":
         from bench import send_many
 
