@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--quick", action="store_true", help="a smoke test, 3 shards (about 70 s)")
     add("--dry-run", action="store_true", help="print the plan and its estimate")
     add("--shards", default=None, help="deployments, comma-separated: N shards, or N@P on "
-        "P primaries (default: 1,3@1,3; --quick: 3)")  # fmt: skip
+        "P primaries (default: 3@1,3; --quick: 3)")  # fmt: skip
     add("--rates", default=None, help="capacity steps, comma-separated (msg/s)")
     add("--producers", type=int, default=None, help="producer processes (4)")
     add("--workloads", default=None, help="capacity,burst (the default)")

@@ -1,4 +1,5 @@
-"""``python -m bench redis-cluster``: one Redis shard against three on one Redis Cluster.
+"""``python -m bench redis-cluster``: three Redis shards on one primary against three
+spread over three primaries, on one Redis Cluster (one shard is refused there).
 
 Each deployment is a fresh cluster of 3 primaries with a replica each
 (:class:`~delayline.testing.redis_cluster.LocalRedisCluster`), each shard's slot
@@ -72,7 +73,7 @@ class Params:
     producers: int = 4
     topics_per_primary: int = 1
     #: Deployments (``N`` or ``N@P``: cluster_deploy.parse_spec).
-    shards: tuple[str, ...] = ("1", "3@1", "3")
+    shards: tuple[str, ...] = ("3@1", "3")
     #: One session per deployment for both workloads (--quick), or one each.
     one_session: bool = False
     workloads: tuple[str, ...] = ("capacity", "burst")

@@ -59,7 +59,7 @@ def test_the_full_plan_fits_in_40_minutes_and_the_smoke_test_in_4() -> None:
     assert estimate_s(QUICK) < 4 * 60
     assert estimate_s(replace(FULL, workloads=("capacity",))) < estimate_s(FULL)
     assert FULL.rates == [25_000.0, 30_000.0, 40_000.0, 50_000.0]
-    assert {"1", "3"} <= set(FULL.shards)
+    assert {"3@1", "3"} <= set(FULL.shards)
 
 
 def _deployment(shards: str, capacity: float, p99s: list[int]) -> dict[str, Any]:
