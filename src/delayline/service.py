@@ -14,19 +14,28 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 from delayline import local
 from delayline.api.app import create_app
 from delayline.api.server import ApiOptions, ApiServer
 from delayline.client import Client
-from delayline.errors import ConnectError
+from delayline.errors import ConfigurationError, ConnectError, FencedError, SchedulerError
 from delayline.logfiles import LogFiles
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.lease import Lease, new_owner
+from delayline.redis.lua_source import FENCED_MARK
 from delayline.scheduler.jobs.drain import DrainReport, drain, refuse_early
-from delayline.scheduler.runtime.runner import Scheduler
+from delayline.scheduler.lease_keeper import (
+    LeaseKeeper,
+    fenced_shards,
+    takeover_message,
+    wait_for_lease,
+)
+from delayline.scheduler.runtime.runner import Scheduler, warm_up
 from delayline.scheduler.runtime.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
 from delayline.urls import redacted
@@ -60,8 +69,15 @@ def run_service(
     progress_interval_s: float,
     echo: Callable[[str], None],
     verbose: bool = False,
+    standby: bool = False,
 ) -> None:
     """Run until SIGINT or SIGTERM, then finish the current batch and stop.
+
+    Nothing is delivered before this process holds the scheduler's lease
+    (redis/lease.py), which it waits for while another scheduler holds it. With
+    ``standby``, Spark and its workers start first, and the API too, so that taking
+    over costs the query's start alone. If another scheduler takes the lease from
+    this one, it stops at once without writing more, and raises FencedError.
 
     Spark's own output (its JVM's and its workers') goes to
     ``<data_dir>/spark.log``, or with ``verbose`` to this process's console.
@@ -72,10 +88,17 @@ def run_service(
     loading or unreachable is waited for, at the start and while running,
     and said so on the console; an embedded one that dies is started again.
     Raises DelaylineError subclasses for everything else that goes wrong, and
-    ConfigurationError before anything starts for an API open with no token.
+    ConfigurationError before anything starts for an API open with no token, or a
+    standby with the embedded Redis.
     """
     if api is not None:
         api.check()
+    if standby and embedded_port is not None:
+        raise ConfigurationError(
+            "--standby needs the external Redis that the active scheduler uses "
+            "(--redis-url) and its checkpoint (--checkpoint, on storage both reach), "
+            "with a data directory of its own"
+        )
     stop = threading.Event()
     with data_dir_lock(settings.data_dir), _stop_on_signals(stop), ExitStack() as cleanup:
         settings, server = _start_embedded(settings, embedded_port, cleanup, echo)
@@ -103,21 +126,66 @@ def run_service(
         spark_log = None if verbose else settings.data_dir.resolve() / SPARK_LOG
         if spark_log is not None:
             echo(f"spark log {spark_log}")
-        scheduler = Scheduler(settings, spark_log)
-        cleanup.callback(scheduler.stop)
         master = resolve_master(settings) or "the spark-submit master"
-        echo(f"starting the scheduler on Spark {master} ...")
-        with ticking(echo, "spark     starting", _START_TICK_S):
-            scheduler.start()
-            scheduler.wait_ready()
-        echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
-        with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
-            logs = [path for path in (spark_log, server and server.log_path) if path]
-            watch = _Watch(scheduler, client, server, progress_interval_s, echo, LogFiles(logs))
-            while not stop.wait(_WATCH_INTERVAL_S):
-                watch.step()
+        if standby:
+            echo(f"standby   starting Spark {master} and its workers ...")
+            with ticking(echo, "spark     starting", _START_TICK_S):
+                cleanup.callback(warm_up(settings, spark_log).stop)
+        lease = Lease.from_url(settings.redis_url, patience_ms=0)
+        cleanup.callback(lease.close)
+        owner = new_owner()
+        token = wait_for_lease(lease, owner, settings.lease_ms, stop, echo)
+        if token is None:
+            echo("stopped")
+            return
+        # Before anything is delivered: from now on an older scheduler writes nothing.
+        lease.raise_fences(fenced_shards(settings), token)
+        settings = replace(settings, fence_token=token)
+        scheduler = Scheduler(settings, spark_log)
+
+        def lost() -> None:
+            scheduler.halt()
+            stop.set()
+
+        keeper = LeaseKeeper(settings.redis_url, owner, token, settings.lease_ms, lost)
+        keeper.start()
+        cleanup.callback(keeper.give_up)  # once the scheduler has stopped
+        cleanup.callback(scheduler.stop)
+        echo(f"lease     taken (token {token}); delivering")
+        try:
+            _serve(scheduler, settings, server, spark_log, master, stop, progress_interval_s, echo)
+        except SchedulerError as exc:
+            if keeper.lost.is_set() or FENCED_MARK.decode() in str(exc):
+                scheduler.halt()
+                raise FencedError(takeover_message(token)) from exc
+            raise
+        if keeper.lost.is_set():
+            raise FencedError(takeover_message(token))
         echo("stopping: letting the current batch finish ...")
     echo("stopped")
+
+
+def _serve(
+    scheduler: Scheduler,
+    settings: SchedulerSettings,
+    server: EmbeddedRedis | None,
+    spark_log: Path | None,
+    master: str,
+    stop: threading.Event,
+    progress_interval_s: float,
+    echo: Callable[[str], None],
+) -> None:
+    """Start ``scheduler`` and watch it until ``stop`` is set."""
+    echo(f"starting the scheduler on Spark {master} ...")
+    with ticking(echo, "spark     starting", _START_TICK_S):
+        scheduler.start()
+        scheduler.wait_ready()
+    echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
+    with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
+        logs = [path for path in (spark_log, server and server.log_path) if path]
+        watch = _Watch(scheduler, client, server, progress_interval_s, echo, LogFiles(logs))
+        while not stop.wait(_WATCH_INTERVAL_S):
+            watch.step()
 
 
 def drain_data_dir(
@@ -134,11 +202,33 @@ def drain_data_dir(
         refuse_early(settings)  # before Spark's start, where it can
         settings, _ = _start_embedded(settings, embedded_port, cleanup, echo)
         echo(f"redis     {redacted(settings.redis_url)}")
+        settings = _hold_lease_to_drain(settings, cleanup)
         echo(f"draining  {settings.checkpoint_location}")
         with ticking(echo, "draining", _START_TICK_S):
             spark = build_session(settings, settings.data_dir.resolve() / SPARK_LOG)
             cleanup.callback(spark.stop)
             return drain(spark, settings)
+
+
+def _hold_lease_to_drain(settings: SchedulerSettings, cleanup: ExitStack) -> SchedulerSettings:
+    """Take the scheduler's lease for the drain, and raise the fences (its pumps write
+    as a scheduler's do), renewed until ``cleanup`` gives it up; the settings with its
+    token. Raises ConfigurationError if a scheduler holds it."""
+    lease = Lease.from_url(settings.redis_url)
+    cleanup.callback(lease.close)
+    owner = new_owner()
+    token = lease.take(owner, settings.lease_ms)
+    if not token:
+        holder = lease.holder()
+        raise ConfigurationError(
+            f"a scheduler holds the lease ({holder[1] if holder else 'just now'}): stop "
+            "every delayline run on this Redis, standbys included, before the drain"
+        )
+    keeper = LeaseKeeper(settings.redis_url, owner, token, settings.lease_ms, lambda: None)
+    keeper.start()
+    cleanup.callback(keeper.give_up)
+    lease.raise_fences(fenced_shards(settings), token)
+    return replace(settings, fence_token=token)
 
 
 def _start_embedded(
