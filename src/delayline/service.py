@@ -35,7 +35,8 @@ from delayline.scheduler.lease_keeper import (
     takeover_message,
     wait_for_lease,
 )
-from delayline.scheduler.runtime.runner import Scheduler, warm_up
+from delayline.scheduler.runtime.rehearsal import warm_up
+from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.runtime.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
 from delayline.urls import redacted

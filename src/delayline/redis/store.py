@@ -57,6 +57,18 @@ class DeliveryStore(RedisConnection):
                 raise FencedError(f"cannot {action}: {cause}") from exc
             raise
 
+    def check_fence(self, shard: keys.ShardKeys = keys.UNSHARDED) -> None:
+        """Raise FencedError if ``shard``'s fence stands above :attr:`fence_token`: a
+        newer scheduler took over (every takeover raises the unsharded layout's fence
+        too). The source asks before it plans a batch, so that a scheduler that lost
+        the lease adds no batch to the checkpoint. Raises TransportError."""
+        fence = self._call("read the fence", lambda: self._redis.get(shard.fence))
+        if int(cast(bytes | None, fence) or 0) > self.fence_token:
+            raise FencedError(
+                f"{FENCED_MARK.decode()} the fence of {shard.namespace} stands above this "
+                f"scheduler's lease token {self.fence_token}: another scheduler took over"
+            )
+
     # -- the sink -----------------------------------------------------------------------------
 
     def sink_progress(

@@ -38,10 +38,11 @@ def wait_for_lease(
     poll_ms: int = STANDBY_POLL_MS,
 ) -> int | None:
     """Ask for the lease every ``poll_ms`` until ``owner`` holds it (its token) or ``stop``
-    is set (None), saying whom it waits for (once, then every WAITING_REPORT_S). Redis
-    being away is waited out. Raises TransportError for other failures."""
+    is set (None, the lease left alone), saying whom it waits for (once, then every
+    WAITING_REPORT_S). Redis being away is waited out. Raises TransportError for
+    other failures."""
     said_at: float | None = None
-    while True:
+    while not stop.is_set():
         try:
             token = lease.take(owner, ttl_ms)
         except ConnectError:
@@ -55,9 +56,9 @@ def wait_for_lease(
             except ConnectError:
                 held = None
             by = f"held by {held[1]} (token {held[0]})" if held else "Redis is unreachable"
-            echo(f"standby   waiting for the scheduler lease, {by}")
-        if stop.wait(poll_ms / 1000):
-            return None
+            echo(f"waiting   for the scheduler lease, {by}")
+        stop.wait(poll_ms / 1000)
+    return None
 
 
 def fenced_shards(settings: SchedulerSettings) -> list[keys.ShardKeys]:

@@ -323,16 +323,3 @@ def _headline(error: object) -> str:
     if error is None:
         return "no error reported"
     return str(error).split("=== Streaming Query ===")[0].strip()
-
-
-def warm_up(settings: SchedulerSettings, spark_log: Path | None = None) -> SparkSession:
-    """Start Spark (the JVM) and its Python workers now, for a standby: the
-    :class:`Scheduler` that takes over later finds them running, and its start costs
-    the query's alone. Raises JavaNotFoundError, SchedulerError."""
-    spark = build_session(settings, spark_log)
-    partitions = max(settings.state_partitions, settings.source_partitions)
-    try:
-        spark.sparkContext.parallelize(range(partitions), partitions).map(lambda n: n).count()
-    except (PySparkException, Py4JError) as exc:
-        raise SchedulerError(f"Spark did not start its Python workers: {exc}") from exc
-    return spark
