@@ -31,7 +31,7 @@ from delayline.redis.lua_source import FENCED_MARK
 from delayline.scheduler.jobs.drain import DrainReport, drain, refuse_early
 from delayline.scheduler.lease_keeper import (
     LeaseKeeper,
-    fenced_shards,
+    take_over,
     takeover_message,
     wait_for_lease,
 )
@@ -139,16 +139,14 @@ def run_service(
         if token is None:
             echo("stopped")
             return
-        # Before anything is delivered: from now on an older scheduler writes nothing.
-        lease.raise_fences(fenced_shards(settings), token)
-        settings = replace(settings, fence_token=token)
+        settings = take_over(lease, settings, token)
         scheduler = Scheduler(settings, spark_log)
 
         def lost() -> None:
             scheduler.halt()
             stop.set()
 
-        keeper = LeaseKeeper(settings.redis_url, owner, token, settings.lease_ms, lost)
+        keeper = LeaseKeeper.of(settings, owner, lost)
         keeper.start()
         cleanup.callback(keeper.give_up)  # once the scheduler has stopped
         cleanup.callback(scheduler.stop)
@@ -225,11 +223,11 @@ def _hold_lease_to_drain(settings: SchedulerSettings, cleanup: ExitStack) -> Sch
             f"a scheduler holds the lease ({holder[1] if holder else 'just now'}): stop "
             "every delayline run on this Redis, standbys included, before the drain"
         )
-    keeper = LeaseKeeper(settings.redis_url, owner, token, settings.lease_ms, lambda: None)
+    settings = take_over(lease, settings, token)
+    keeper = LeaseKeeper.of(settings, owner, lambda: None)
     keeper.start()
     cleanup.callback(keeper.give_up)
-    lease.raise_fences(fenced_shards(settings), token)
-    return replace(settings, fence_token=token)
+    return settings
 
 
 def _start_embedded(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from delayline.errors import ConnectError, TransportError
 from delayline.redis import keys
@@ -72,6 +73,15 @@ def fenced_shards(settings: SchedulerSettings) -> list[keys.ShardKeys]:
     return keys.read_layout(max(*history, settings.inbound_shards))
 
 
+def take_over(lease: Lease, settings: SchedulerSettings, token: int) -> SchedulerSettings:
+    """Raise the fence of every shard a scheduler with ``settings`` may write to
+    (:func:`fenced_shards`) to ``token``, before it delivers anything: from then on an
+    older scheduler writes nothing there. Returns the settings with the token, which
+    its writes carry. Raises FencedError if a newer one took over, TransportError."""
+    lease.raise_fences(fenced_shards(settings), token)
+    return replace(settings, fence_token=token)
+
+
 class LeaseKeeper(Background):
     """A daemon thread renewing ``owner``'s lease (token ``token``) LEASE_RENEWALS times
     per ``ttl_ms``; once a renewal finds the lease taken by another, it calls
@@ -94,6 +104,13 @@ class LeaseKeeper(Background):
         #: Set once another scheduler holds the lease.
         self.lost = threading.Event()
         super().__init__("delayline-lease")
+
+    @classmethod
+    def of(
+        cls, settings: SchedulerSettings, owner: str, on_lost: Callable[[], None]
+    ) -> LeaseKeeper:
+        """The keeper of ``owner``'s lease, with the token and ttl of ``settings``."""
+        return cls(settings.redis_url, owner, settings.fence_token, settings.lease_ms, on_lost)
 
     def _run(self) -> None:
         # No retries inside a call: a renewal that fails is tried again at the next tick.
