@@ -90,11 +90,11 @@ def run_service(
     and said so on the console; an embedded one that dies is started again.
     Raises DelaylineError subclasses for everything else that goes wrong, and
     ConfigurationError before anything starts for an API open with no token, or a
-    standby with the embedded Redis.
+    standby with the embedded Redis or without ``--checkpoint``.
     """
     if api is not None:
         api.check()
-    if standby and embedded_port is not None:
+    if standby and (embedded_port is not None or settings.checkpoint is None):
         raise ConfigurationError(
             "--standby needs the external Redis that the active scheduler uses "
             "(--redis-url) and its checkpoint (--checkpoint, on storage both reach), "

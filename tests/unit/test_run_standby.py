@@ -20,6 +20,14 @@ def test_a_standby_with_the_embedded_redis_is_refused_before_anything_starts(
     assert not data_dir.exists()  # nothing started, nothing written
 
 
+def test_a_standby_without_the_actives_checkpoint_is_refused(tmp_path: Path) -> None:
+    # Its own checkpoint would start the query afresh, without the active's state.
+    flags = ["--standby", "--no-api", "--redis-url", "redis://127.0.0.1:1/0"]
+    result = CliRunner().invoke(main, ["run", *flags, "--data-dir", str(tmp_path / "b")])
+    assert result.exit_code != 0
+    assert "--standby needs" in result.output
+
+
 def test_the_lease_is_an_option_of_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", "--help"])
     assert "--standby" in result.output
