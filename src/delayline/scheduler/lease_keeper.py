@@ -54,9 +54,9 @@ def wait_for_lease(
             said_at = time.monotonic()
             try:
                 held = lease.holder()
+                by = f"held by {held[1]} (token {held[0]})" if held else "free again"
             except ConnectError:
-                held = None
-            by = f"held by {held[1]} (token {held[0]})" if held else "Redis is unreachable"
+                by = "Redis is unreachable"
             echo(f"waiting   for the scheduler lease, {by}")
         stop.wait(poll_ms / 1000)
     return None
