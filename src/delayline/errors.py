@@ -12,7 +12,8 @@
     ├── TransportError             Redis (or another broker) failed
     │   └── ConnectError       it could not be reached at all
     └── SchedulerError             the Spark query failed or stopped
-        ├── FencedError            another pump took this one's Kafka transactional id
+        ├── FencedError            another scheduler took over: a newer lease's fence
+        │                          (redis/lease.py), or a pump's Kafka transactional id
         └── ClusterError           a standalone Spark cluster did not start or is not there
 
 Foreign exceptions (redis-py, py4j) are translated at the boundary with
@@ -101,7 +102,9 @@ class SchedulerError(DelaylineError):
 
 
 class FencedError(SchedulerError):
-    """Another process took over this one's work (a Kafka transactional id in use)."""
+    """Another process took over this one's work: a scheduler with a newer lease raised
+    the shards' fences above this one's token (redis/lease.py), or another pump uses
+    this one's Kafka transactional id. Whatever raised it wrote nothing."""
 
 
 class ClusterError(SchedulerError):

@@ -11,34 +11,39 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 from delayline import local
 from delayline.api.app import create_app
 from delayline.api.server import ApiOptions, ApiServer
 from delayline.client import Client
-from delayline.errors import ConfigurationError, ConnectError
+from delayline.errors import ConfigurationError, ConnectError, FencedError, SchedulerError
 from delayline.logfiles import LogFiles
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
-from delayline.redis import keys
 from delayline.redis.connection import RedisConnection
 from delayline.redis.embedded import EmbeddedRedis
+from delayline.redis.lease import Lease, new_owner
+from delayline.redis.lua_source import FENCED_MARK
 from delayline.scheduler.jobs.drain import DrainReport, drain, refuse_early
-from delayline.scheduler.pinning import recorded_settings
+from delayline.scheduler.lease_keeper import (
+    LeaseKeeper,
+    take_over,
+    takeover_message,
+    wait_for_lease,
+)
+from delayline.scheduler.runtime.rehearsal import warm_up
 from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.runtime.session import build_session, resolve_master
 from delayline.scheduler.settings import SchedulerSettings, data_dir_lock
+from delayline.shard_count import shard_placement, with_redis_shards
 from delayline.urls import redacted
 
 #: Spark's output, in the data directory, unless ``delayline run --verbose``.
 SPARK_LOG = "spark.log"
-#: The fewest Redis shards on a cluster: each shard's keys share a hash slot, and the
-#: unsharded layout's (one shard) do not.
-MIN_CLUSTER_SHARDS = 2
 #: How often the loop checks that the query is alive, in s.
 _WATCH_INTERVAL_S = 0.5
 #: How often a wait for Redis says so on the console, in s.
@@ -67,12 +72,19 @@ def run_service(
     echo: Callable[[str], None],
     verbose: bool = False,
     auto_shards: bool = False,
+    standby: bool = False,
 ) -> None:
     """Run until SIGINT or SIGTERM, then finish the current batch and stop.
 
     With ``auto_shards`` (no ``--inbound-shards`` given), the Redis shard count is
     the checkpoint's, or for a new one the number of a Redis Cluster's primaries
     (1 on one server).
+
+    Nothing is delivered before this process holds the scheduler's lease
+    (redis/lease.py), which it waits for while another scheduler holds it. With
+    ``standby``, Spark and its workers start first, and the API too, so that taking
+    over costs the query's start alone. If another scheduler takes the lease from
+    this one, it stops at once without writing more, and raises FencedError.
 
     Spark's own output (its JVM's and its workers') goes to
     ``<data_dir>/spark.log``, or with ``verbose`` to this process's console.
@@ -83,10 +95,17 @@ def run_service(
     loading or unreachable is waited for, at the start and while running,
     and said so on the console; an embedded one that dies is started again.
     Raises DelaylineError subclasses for everything else that goes wrong, and
-    ConfigurationError before anything starts for an API open with no token.
+    ConfigurationError before anything starts for an API open with no token, or a
+    standby with the embedded Redis or without ``--checkpoint``.
     """
     if api is not None:
         api.check()
+    if standby and (embedded_port is not None or settings.checkpoint is None):
+        raise ConfigurationError(
+            "--standby needs the external Redis that the active scheduler uses "
+            "(--redis-url) and its checkpoint (--checkpoint, on storage both reach), "
+            "with a data directory of its own"
+        )
     stop = threading.Event()
     with data_dir_lock(settings.data_dir), _stop_on_signals(stop), ExitStack() as cleanup:
         settings, server = _start_embedded(settings, embedded_port, cleanup, echo)
@@ -96,18 +115,10 @@ def run_service(
         if not _wait_for_redis(connection, settings.redis_url, stop, echo):
             echo("stopped")
             return
-        if auto_shards:
-            settings = replace(settings, inbound_shards=_auto_shards(settings, connection))
-        if connection.cluster and settings.inbound_shards < MIN_CLUSTER_SHARDS:
-            raise ConfigurationError(
-                f"--inbound-shards {settings.inbound_shards} on a Redis Cluster: the unsharded "
-                "keys share no hash slot, which the delivery scripts need; use "
-                f"--inbound-shards {MIN_CLUSTER_SHARDS} or more (a new checkpoint: see "
-                "docs/scaling.md, Redis shards)"
-            )
+        settings = with_redis_shards(settings, connection, auto=auto_shards)
         kind = f"embedded {server.version}, AOF everysec" if server is not None else "external"
         if connection.cluster:
-            kind += ", a cluster: " + _placement(settings, connection, echo)
+            kind += ", a cluster: " + shard_placement(settings, connection, echo)
         echo(f"redis     {redacted(settings.redis_url)} ({kind})")
         echo(f"data dir  {settings.data_dir.resolve()}")
         if api is not None:
@@ -125,21 +136,64 @@ def run_service(
         spark_log = None if verbose else settings.data_dir.resolve() / SPARK_LOG
         if spark_log is not None:
             echo(f"spark log {spark_log}")
-        scheduler = Scheduler(settings, spark_log)
-        cleanup.callback(scheduler.stop)
         master = resolve_master(settings) or "the spark-submit master"
-        echo(f"starting the scheduler on Spark {master} ...")
-        with ticking(echo, "spark     starting", _START_TICK_S):
-            scheduler.start()
-            scheduler.wait_ready()
-        echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
-        with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
-            logs = [path for path in (spark_log, server and server.log_path) if path]
-            watch = _Watch(scheduler, client, server, progress_interval_s, echo, LogFiles(logs))
-            while not stop.wait(_WATCH_INTERVAL_S):
-                watch.step()
+        if standby:
+            echo(f"standby   starting Spark {master} and its workers ...")
+            with ticking(echo, "spark     starting", _START_TICK_S):
+                cleanup.callback(warm_up(settings, spark_log).stop)
+        lease = Lease.from_url(settings.redis_url, patience_ms=0)
+        cleanup.callback(lease.close)
+        owner = new_owner()
+        token = wait_for_lease(lease, owner, settings.lease_ms, stop, echo)
+        if token is None:
+            echo("stopped")
+            return
+        settings = take_over(lease, settings, token)
+        scheduler = Scheduler(settings, spark_log)
+
+        def lost() -> None:
+            scheduler.halt()
+            stop.set()
+
+        keeper = LeaseKeeper.of(settings, owner, lost)
+        keeper.start()
+        cleanup.callback(keeper.give_up)  # once the scheduler has stopped
+        cleanup.callback(scheduler.stop)
+        echo(f"lease     taken (token {token}); delivering")
+        try:
+            _serve(scheduler, settings, server, spark_log, master, stop, progress_interval_s, echo)
+        except SchedulerError as exc:
+            if keeper.lost.is_set() or FENCED_MARK.decode() in str(exc):
+                scheduler.halt()
+                raise FencedError(takeover_message(token)) from exc
+            raise
+        if keeper.lost.is_set():
+            raise FencedError(takeover_message(token))
         echo("stopping: letting the current batch finish ...")
     echo("stopped")
+
+
+def _serve(
+    scheduler: Scheduler,
+    settings: SchedulerSettings,
+    server: EmbeddedRedis | None,
+    spark_log: Path | None,
+    master: str,
+    stop: threading.Event,
+    progress_interval_s: float,
+    echo: Callable[[str], None],
+) -> None:
+    """Start ``scheduler`` and watch it until ``stop`` is set."""
+    echo(f"starting the scheduler on Spark {master} ...")
+    with ticking(echo, "spark     starting", _START_TICK_S):
+        scheduler.start()
+        scheduler.wait_ready()
+    echo(f"scheduler running (query {scheduler.query_id}); Ctrl-C or SIGTERM stops it")
+    with Client(settings.redis_url, limits=settings.limits, patience_ms=0) as client:
+        logs = [path for path in (spark_log, server and server.log_path) if path]
+        watch = _Watch(scheduler, client, server, progress_interval_s, echo, LogFiles(logs))
+        while not stop.wait(_WATCH_INTERVAL_S):
+            watch.step()
 
 
 def drain_data_dir(
@@ -156,11 +210,33 @@ def drain_data_dir(
         refuse_early(settings)  # before Spark's start, where it can
         settings, _ = _start_embedded(settings, embedded_port, cleanup, echo)
         echo(f"redis     {redacted(settings.redis_url)}")
+        settings = _hold_lease_to_drain(settings, cleanup)
         echo(f"draining  {settings.checkpoint_location}")
         with ticking(echo, "draining", _START_TICK_S):
             spark = build_session(settings, settings.data_dir.resolve() / SPARK_LOG)
             cleanup.callback(spark.stop)
             return drain(spark, settings)
+
+
+def _hold_lease_to_drain(settings: SchedulerSettings, cleanup: ExitStack) -> SchedulerSettings:
+    """Take the scheduler's lease for the drain, and raise the fences (its pumps write
+    as a scheduler's do), renewed until ``cleanup`` gives it up; the settings with its
+    token. Raises ConfigurationError if a scheduler holds it."""
+    lease = Lease.from_url(settings.redis_url)
+    cleanup.callback(lease.close)
+    owner = new_owner()
+    token = lease.take(owner, settings.lease_ms)
+    if not token:
+        holder = lease.holder()
+        raise ConfigurationError(
+            f"a scheduler holds the lease ({holder[1] if holder else 'just now'}): stop "
+            "every delayline run on this Redis, standbys included, before the drain"
+        )
+    settings = take_over(lease, settings, token)
+    keeper = LeaseKeeper.of(settings, owner, lambda: None)
+    keeper.start()
+    cleanup.callback(keeper.give_up)
+    return settings
 
 
 def _start_embedded(
@@ -217,33 +293,6 @@ def ticking(echo: Callable[[str], None], label: str, every_s: float) -> Iterator
         thread.join()
         if console is not None:
             console.close()
-
-
-def _placement(
-    settings: SchedulerSettings, connection: RedisConnection, echo: Callable[[str], None]
-) -> str:
-    """How the Redis shards fall on a cluster's primaries, said in a few words; with a
-    warning when some primary holds more of them than an even spread would."""
-    shards = settings.inbound_shards
-    owners = connection.primaries_of([shard.outbox for shard in keys.layout(shards)])
-    primaries = connection.primary_count()
-    busiest = max(Counter(owners).values())
-    if busiest > -(-shards // primaries):
-        echo(
-            f"warning: {busiest} of the {shards} Redis shards are on one primary; place each "
-            "shard's slot on a primary of its own (docs/scaling.md, Placing the shards)"
-        )
-    return f"{shards} shards on {len(set(owners))} of {primaries} primaries"
-
-
-def _auto_shards(settings: SchedulerSettings, connection: RedisConnection) -> int:
-    """The checkpoint's Redis shard count, or for a new one the number of a cluster's
-    primaries (at least MIN_CLUSTER_SHARDS; 1 on one server). Raises ConnectError if the
-    cluster does not answer."""
-    recorded = recorded_settings(settings.data_dir).get("inbound_shards")
-    if recorded is not None:
-        return int(recorded)
-    return max(MIN_CLUSTER_SHARDS, connection.primary_count()) if connection.cluster else 1
 
 
 def _wait_for_redis(

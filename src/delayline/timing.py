@@ -187,3 +187,14 @@ def split_wheel_key(key: int) -> tuple[int, int, bool]:
     slot_ms, rest = divmod(key, 2 * MAX_SHARDS)
     coarse, shard = divmod(rest, MAX_SHARDS)
     return slot_ms, shard, bool(coarse)
+
+
+#: How long the scheduler's lease lasts without a renewal by default (ms; ``delayline
+#: run --lease-ms``, see redis/lease.py): a standby takes over this long after the
+#: active scheduler's last renewal, at most.
+LEASE_TTL_MS = 1_500
+#: How many times per ttl the holder renews the lease (every 300 ms by default), so
+#: that four renewals in a row can fail (a slow Redis, a GC pause) before it lapses.
+LEASE_RENEWALS = 5
+#: How often a standby asks for the lease (ms).
+STANDBY_POLL_MS = 100

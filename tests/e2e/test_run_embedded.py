@@ -109,9 +109,9 @@ def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
         spark_log = (data_dir / "spark.log").resolve()
         assert f"spark log {spark_log}" in service.output
         assert "Using incubator modules" in spark_log.read_text()
-        own = ("redis ", "data dir ", "http api ", "spark log ", "starting the scheduler ",
-               "spark     starting: ", "scheduler running ", "accepted ", "stopping: ",
-               "stopped")  # fmt: skip
+        own = ("redis ", "data dir ", "http api ", "spark log ", "lease ",
+               "starting the scheduler ", "spark     starting: ", "scheduler running ",
+               "accepted ", "stopping: ", "stopped")  # fmt: skip
         # Spark's start takes longer than a tick: it said it was still starting.
         assert "spark     starting: 5 s" in service.output
         strangers = [line for line in service.output.splitlines() if not line.startswith(own)]

@@ -73,6 +73,8 @@ def test_every_key_a_script_declares_is_in_its_shards_slot_or_its_topics() -> No
         shard = keys.shard_keys(n)
         home = slot(shard.namespace)
         for script in scripts.ALL:
+            if script is scripts.LEASE:  # the scheduler's, in a slot of its own
+                continue
             given = {k: v for k, v in given_keys(shard).items() if k in script.key_names}
             declared = zip(script.key_names, script.keys(shard, **given), strict=True)
             for name, key in declared:
@@ -84,10 +86,15 @@ def test_every_key_a_script_declares_is_in_its_shards_slot_or_its_topics() -> No
         # The keys the scripts build from the namespace and a minute.
         built = [shard.journal(0), shard.cancel_requests(0), shard.rejected(0)]
         built += [shard.forecast(1), shard.forecast_seconds(1), shard.forecast_index]
-        built += [shard.ready, shard.target, shard.topics]
+        built += [shard.ready, shard.target, shard.topics, shard.fence]
         assert {slot(key) for key in built} == {home}, shard
         slots.add(home)
     assert len(slots) == 8
+
+
+def test_the_lease_and_its_token_counter_share_a_slot() -> None:
+    assert slot(keys.LEASE) == slot(keys.LEASE_TOKEN)
+    assert scripts.LEASE.keys(lease=keys.LEASE, token=keys.LEASE_TOKEN)
 
 
 def test_a_script_refuses_keys_it_does_not_declare_or_lacks() -> None:

@@ -132,6 +132,7 @@ def test_the_pure_core_imports_no_io_and_no_server_part() -> None:
         "delayline.redis.keys",
         "delayline.redis.lua_source",
         "delayline.redis.scripts",
+        "delayline.redis.script_args",
     }
 
 

@@ -8,7 +8,14 @@ import pytest
 
 from delayline.errors import ConfigurationError
 from delayline.kafka.target import KafkaDelivery, parse_target, target_url
-from delayline.scheduler.pinning import PINNED_FILE, pin_settings, recorded_settings
+from delayline.scheduler.pinning import (
+    CHECKPOINT_PINNED_FILE,
+    PINNED,
+    PINNED_FILE,
+    PINNED_WHILE_IN_FLIGHT,
+    pin_settings,
+    recorded_settings,
+)
 from delayline.scheduler.runtime.java import java_major_version
 from delayline.scheduler.settings import (
     SchedulerSettings,
@@ -157,3 +164,26 @@ def test_one_scheduler_per_data_dir(tmp_path: Path) -> None:
 )
 def test_java_version_parsing(output: str, major: int | None) -> None:
     assert java_major_version(output) == major
+
+
+def test_a_standby_with_a_data_dir_of_its_own_checks_the_settings_of_a_shared_checkpoint(
+    tmp_path: Path,
+) -> None:
+    shared = str(tmp_path / "shared" / "checkpoint")
+    pin_settings(SchedulerSettings(data_dir=tmp_path / "a", checkpoint=shared, tick_ms=100))
+    assert (Path(shared) / CHECKPOINT_PINNED_FILE).exists()
+    with pytest.raises(ConfigurationError, match=r"delayline-pinned.json: tick_ms 100 -> 200"):
+        pin_settings(SchedulerSettings(data_dir=tmp_path / "b", checkpoint=shared, tick_ms=200))
+    pin_settings(SchedulerSettings(data_dir=tmp_path / "b", checkpoint=shared, tick_ms=100))
+
+
+def test_the_lease_is_an_option_that_no_checkpoint_pins(tmp_path: Path) -> None:
+    assert "lease_ms" not in (*PINNED, *PINNED_WHILE_IN_FLIGHT)
+    assert any(option.flag == "--lease-ms" for option in run_options())
+    assert not any(option.name == "fence_token" for option in run_options())
+    with pytest.raises(ConfigurationError, match="lease_ms must be at least 500"):
+        SchedulerSettings(lease_ms=100)
+    pin_settings(SchedulerSettings(data_dir=tmp_path, lease_ms=1_500))
+    pin_settings(SchedulerSettings(data_dir=tmp_path, lease_ms=5_000))
+    settings = SchedulerSettings(data_dir=tmp_path, lease_ms=3_000, fence_token=7)
+    assert SchedulerSettings.from_json(settings.to_json()) == settings

@@ -115,6 +115,13 @@ def _or_alias(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     is_flag=True,
     help="Show Spark's own output here too, instead of only in <data-dir>/spark.log.",
 )
+@click.option(
+    "--standby",
+    is_flag=True,
+    help="A warm standby: start Spark, its workers and the HTTP API, then take over when "
+    "the active scheduler's lease lapses (--lease-ms). Needs --redis-url and the active's "
+    "--checkpoint, and a --data-dir of its own.",
+)
 def run(
     redis_url: str | None,
     redis_port: int,
@@ -128,6 +135,7 @@ def run(
     insecure_no_auth: bool,
     progress_interval: float,
     verbose: bool,
+    standby: bool,
     **tuning: Any,
 ) -> None:
     """Run the scheduler (and the HTTP API), with an embedded Redis unless --redis-url.
@@ -136,6 +144,7 @@ def run(
     Example:
       delayline run
       delayline run --redis-url redis://10.0.0.5:6379/0 --data-dir /var/lib/delayline
+      delayline run --standby --redis-url redis://10.0.0.5:6379/0 --checkpoint /shared/ckpt
     """
     # Spark and the web server load here, so that the client commands start fast
     # and work without them.
@@ -161,6 +170,7 @@ def run(
         echo=click.echo,
         verbose=verbose,
         auto_shards=tuning.get("inbound_shards") is None,
+        standby=standby,
     )
 
 

@@ -24,7 +24,7 @@ from delayline.listing import ListingStatus, ListRequest, PendingMessage
 from delayline.metrics import COUNTERS, SUM_FIELD, percentile_ms, render_prometheus
 from delayline.plans import Plan
 from delayline.plans.consuming import DLQ_SUFFIX
-from delayline.redis import keys, scripts
+from delayline.redis import keys, script_args, scripts
 from delayline.redis.commands import Command, as_text
 
 
@@ -366,7 +366,7 @@ def outbox_listing(
         return Plan([command], lambda replies: parse(index, replies), "list the outbox")
 
     def parse(index: int, replies: list[Any]) -> list[PendingMessage] | Plan[list[PendingMessage]]:
-        next_rank, page = scripts.outbox_page(replies[0])
+        next_rank, page = script_args.outbox_page(replies[0])
         found.extend(page)
         if next_rank >= 0 and len(found) < request.limit * (index + 1):
             return call(index, next_rank)

@@ -11,7 +11,7 @@ from delayline.chunking import chunks
 from delayline.errors import ConfigurationError, MessageStateError
 from delayline.model import Cancel, Message
 from delayline.plans import Plan, xadd
-from delayline.redis import keys, scripts
+from delayline.redis import keys, script_args, scripts
 from delayline.redis.commands import Command
 from delayline.status import MessageStatus, infer_status
 from delayline.timing import HORIZON_MS, is_near
@@ -248,7 +248,7 @@ def reschedule(
         assert isinstance(current, MessageStatus)
         if current.state != "pending":
             raise MessageStateError(message_id, current.state, "reschedule")
-        args = scripts.reschedule_args(
+        args = script_args.reschedule_args(
             message_id,
             new_id,
             deliver_at_ms,
@@ -260,7 +260,7 @@ def reschedule(
         return Plan([command], done, "reschedule")
 
     def done(replies: list[Any]) -> str:
-        outcome, value = scripts.reschedule_outcome(replies[-1])
+        outcome, value = script_args.reschedule_outcome(replies[-1])
         if outcome == "rescheduled":
             return new_id
         # The status said pending, but a delivery, cancel or reschedule came first.

@@ -62,6 +62,14 @@ CANCELS_BUCKET_MS = 60_000
 MARKER_TTL_S = 7 * 24 * 3600
 
 
+#: The scheduler's lease (string "<token> <owner>", expiring after the lease's ttl): the
+#: one scheduler that holds it delivers (redis/lease.py). The braces are a Redis
+#: Cluster hash tag shared with LEASE_TOKEN, so that one script touches both.
+LEASE = "delayline:{lease}"
+#: The last fencing token a scheduler took the lease with (an integer that only grows).
+LEASE_TOKEN = "delayline:{lease}:token"
+
+
 def inbound_shard(shard: int) -> str:
     """Inbound stream ``shard`` of a sharded inbound: ``delayline:inbound:{<shard>}``,
     the braces a Redis Cluster hash tag, so that each shard's keys can share a slot."""
@@ -177,6 +185,12 @@ class ShardKeys:
         """The topic streams the shard's deliveries wrote to (set), which the scheduler
         trims by their retention (see delayline/retention.py)."""
         return self.namespace + "topics"
+
+    @property
+    def fence(self) -> str:
+        """The highest fencing token that has taken the shard over (an integer; see
+        redis/lease.py): the scheduler's shard scripts refuse a call with a lower one."""
+        return self.namespace + "fence"
 
     @property
     def forecast_index(self) -> str:

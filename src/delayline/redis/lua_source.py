@@ -50,6 +50,10 @@ FORECAST_TOPIC = forecast.TOPIC_FIELD_PREFIX.encode()
 FORECAST_UNKNOWN = forecast.UNKNOWN_TOPIC_FIELD.encode()
 FORECAST_SECONDS = keys.FORECAST_SECONDS_SUFFIX.encode()
 
+#: The start of the error a scheduler's shard script answers when its fencing token is
+#: below the shard's fence (lua/fence.lua); redis/store.py raises FencedError for it.
+FENCED_MARK = b"DELAYLINE_FENCED"
+
 #: Each marker by its ${NAME} in the Lua files.
 MARKERS: Mapping[str, bytes] = {
     "CANCELLED": CANCELLED_MARK,
@@ -60,6 +64,7 @@ MARKERS: Mapping[str, bytes] = {
     "FORECAST_TOPIC": FORECAST_TOPIC,
     "FORECAST_UNKNOWN": FORECAST_UNKNOWN,
     "FORECAST_SECONDS": FORECAST_SECONDS,
+    "FENCED": FENCED_MARK,
 }
 
 #: What each ``${NAME}`` in the Lua files stands for.
@@ -78,6 +83,7 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "FORECAST_TTL_S": keys.FORECAST_TTL_S,
     "NAMESPACE": keys.NAMESPACE,
     "READY": _name(keys.UNSHARDED.ready),
+    "FENCE": _name(keys.UNSHARDED.fence),
     "TOPICS": _name(keys.UNSHARDED.topics),
     "REJECTS_MAX_LEN": keys.REJECTS_MAX_LEN,
     "TARGET": _name(keys.UNSHARDED.target),

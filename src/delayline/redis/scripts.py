@@ -42,9 +42,8 @@ from typing import Any
 
 from delayline import ids
 from delayline.errors import DelaylineError
-from delayline.listing import PendingMessage
 from delayline.redis import keys
-from delayline.redis.commands import Command, as_text
+from delayline.redis.commands import Command
 from delayline.redis.keys import ShardKeys
 from delayline.redis.lua_source import load
 from delayline.retention import TopicRetention
@@ -150,8 +149,8 @@ def cancel_args(
     return args
 
 
-#: Reschedule a message (lua/reschedule.lua); ARGV: :func:`reschedule_args`.
-#: Replies (outcome, value): see the file.
+#: Reschedule a message (lua/reschedule.lua); ARGV: :func:`script_args.reschedule_args`;
+#: reply: :func:`script_args.reschedule_outcome`.
 RESCHEDULE = Script(
     "reschedule.lua",
     ("outbox", "outbox_data", "outbox_bell", "inbound", "stats", "lateness", "rejects",
@@ -159,62 +158,9 @@ RESCHEDULE = Script(
 )  # fmt: skip
 
 
-def reschedule_args(
-    message_id: str,
-    new_id: str,
-    new_deliver_at_ms: int,
-    *,
-    retention_ms: int,
-    horizon_ms: int,
-    record: Mapping[bytes, bytes],
-) -> list[object]:
-    """RESCHEDULE's arguments: replace ``message_id`` by ``new_id`` due at
-    ``new_deliver_at_ms``; ``record`` is the reschedule's inbound record, appended
-    if the message does not wait in the outbox."""
-    return [
-        retention_ms,
-        retention_ms // 1000,
-        message_id,
-        ids.deliver_at_ms_of(message_id),
-        new_id,
-        new_deliver_at_ms,
-        horizon_ms,
-        len(record),
-        *(part for pair in record.items() for part in pair),
-    ]
-
-
-def reschedule_outcome(reply: Sequence[bytes | str]) -> tuple[str, str]:
-    """RESCHEDULE's reply as (outcome, value): ("rescheduled", ""), ("settled", the
-    journal's value) or ("requested", the cancel request already recorded)."""
-    outcome, value = (as_text(part) for part in reply)
-    return outcome, value
-
-
 #: Read the outbox for a listing (lua/list_outbox.lua); ARGV: see the file; reply:
-#: :func:`outbox_page`.
+#: :func:`script_args.outbox_page`.
 LIST_OUTBOX = Script("list_outbox.lua", ("outbox", "outbox_data"))
-
-
-def outbox_page(reply: Sequence[Any]) -> tuple[int, list[PendingMessage]]:
-    """LIST_OUTBOX's reply: the rank to go on from (-1: the range is done), and the
-    entries found."""
-    next_rank, *values = reply
-    found = []
-    for i in range(0, len(values), 6):
-        entry_id, topic, key, due, attempt, size = values[i : i + 6]
-        found.append(
-            PendingMessage(
-                as_text(entry_id),
-                as_text(topic),
-                as_text(key),
-                int(due),
-                int(attempt),
-                int(size),
-                "outbox",
-            )
-        )
-    return int(next_rank), found
 
 
 #: The SDK's near path: sends due soon, into the outbox (lua/send_near.lua);
@@ -253,11 +199,14 @@ def chunk_args(
     journal_ttl_s: int,
     horizon_ms: int,
     shard: ShardKeys,
+    fence_token: int = 0,
 ) -> list[Any]:
     """WRITE_CHUNK's arguments: rows ``[first_row, first_row + len(rows))`` of a batch's
-    partition in ``shard``, each message row with the names of its status hashes."""
+    partition in ``shard``, each message row with the names of its status hashes, by a
+    scheduler holding the lease with ``fence_token`` (0: none; see redis/lease.py)."""
     args: list[Any] = [
         batch_id, first_row, len(rows), keys.MARKER_TTL_S, journal_ttl_s, horizon_ms,
+        fence_token,
     ]  # fmt: skip
     for row in rows:
         if isinstance(row, OutgoingMessage):
@@ -295,7 +244,7 @@ def chunk_result(reply: Sequence[int]) -> ChunkResult:
 
 
 #: Move due messages from the outbox to their topics (lua/pump.lua).
-#: ARGV: max messages, journal ttl s, horizon ms; reply: :func:`pump_result`.
+#: ARGV: max messages, journal ttl s, horizon ms, fencing token; reply: :func:`pump_result`.
 PUMP = Script(
     "pump.lua",
     ("outbox", "outbox_data", "stats", "lateness", "rejects", "outbox_bell", "inbound",
@@ -388,13 +337,20 @@ SETTLE_READY = Script("settle_ready.lua", ("ready", "stats", "lateness", "reject
 Settled = tuple[ReadyEntry, str]
 
 
-def settle_args(journal_ttl_s: int, settled: Iterable[Settled]) -> list[Any]:
-    """SETTLE_READY's arguments: each entry's id, error ('' if written), and times."""
-    args: list[Any] = [journal_ttl_s]
+def settle_args(journal_ttl_s: int, settled: Iterable[Settled], fence_token: int = 0) -> list[Any]:
+    """SETTLE_READY's arguments: the fencing token (0: none; see redis/lease.py), then
+    each entry's id, error ('' if written), and times."""
+    args: list[Any] = [journal_ttl_s, fence_token]
     for (entry_id, fields), error in settled:
         args += [entry_id, error, fields[b"deliver_at_ms"], fields[b"delivered_at_ms"]]
     return args
 
+
+#: Take, renew or give up the scheduler's lease (lua/lease.lua; redis/lease.py).
+#: ARGV: owner, ttl ms (0: give it up), the owner's token (0: none yet); replies its token, or 0.
+LEASE = Script("lease.lua", ("lease", "token"))
+#: Raise a shard's fence to a token (lua/raise_fence.lua); ARGV: token; replies the fence.
+RAISE_FENCE = Script("raise_fence.lua", ("fence",))
 
 #: Every entry script.
 ALL: tuple[Script, ...] = tuple(_BY_SHA.values())

@@ -11,10 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+import redis
+
+from delayline.errors import FencedError, TransportError
 from delayline.metrics import SUM_FIELD, bucket_label
 from delayline.redis import keys, scripts
 from delayline.redis.commands import Command
-from delayline.redis.connection import MIN_BLOCK_S, RedisConnection
+from delayline.redis.connection import DEFAULT_PATIENCE_MS, MIN_BLOCK_S, RedisConnection
+from delayline.redis.lua_source import FENCED_MARK
+from delayline.redis.routing import Router
 from delayline.redis.scripts import ChunkResult, PumpResult, Settled
 from delayline.rows import ReadyEntry, SinkRow
 from delayline.timing import HORIZON_MS, now_ms
@@ -24,7 +29,44 @@ __all__ = ["ChunkResult", "DeliveryStore", "PumpResult", "Settled"]
 
 
 class DeliveryStore(RedisConnection):
-    """Where the scheduler puts messages on their way out: topics, outbox, status records."""
+    """Where the scheduler puts messages on their way out: topics, outbox, status records.
+
+    Its writes through the shard scripts (:meth:`write_chunk`, :meth:`pump`,
+    :meth:`settle_ready`) carry :attr:`fence_token`, and raise FencedError once a
+    scheduler with a higher token has taken the shard over (redis/lease.py).
+    """
+
+    def __init__(self, router: Router, *, patience_ms: int | None = DEFAULT_PATIENCE_MS) -> None:
+        super().__init__(router, patience_ms=patience_ms)
+        #: The lease's fencing token of the scheduler that writes through this store;
+        #: 0 (no lease) passes only while no scheduler has taken the lease.
+        self.fence_token = 0
+
+    def _fenced_script(
+        self, action: str, script: scripts.Script, script_keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """:meth:`_script`, raising FencedError if the shard's fence is above the token
+        (lua/fence.lua): the call wrote nothing."""
+        try:
+            return self._script(action, script, script_keys, args)
+        except TransportError as exc:
+            cause = exc.__cause__
+            # A pipelined call's error is prefixed with the command redis-py sent.
+            if isinstance(cause, redis.ResponseError) and FENCED_MARK.decode() in str(cause):
+                raise FencedError(f"cannot {action}: {cause}") from exc
+            raise
+
+    def check_fence(self, shard: keys.ShardKeys = keys.UNSHARDED) -> None:
+        """Raise FencedError if ``shard``'s fence stands above :attr:`fence_token`: a
+        newer scheduler took over (every takeover raises the unsharded layout's fence
+        too). The source asks before it plans a batch, so that a scheduler that lost
+        the lease adds no batch to the checkpoint. Raises TransportError."""
+        fence = self._call("read the fence", lambda: self._node(shard.fence).get(shard.fence))
+        if int(cast(bytes | None, fence) or 0) > self.fence_token:
+            raise FencedError(
+                f"{FENCED_MARK.decode()} the fence of {shard.namespace} stands above this "
+                f"scheduler's lease token {self.fence_token}: another scheduler took over"
+            )
 
     # -- the sink -----------------------------------------------------------------------------
 
@@ -73,7 +115,8 @@ class DeliveryStore(RedisConnection):
 
         If another attempt already wrote past ``first_row``, nothing is written
         and the result's ``written`` says where to resume. Raises TransportError
-        if Redis fails or the chunk would leave a gap.
+        if Redis fails or the chunk would leave a gap, FencedError if another
+        scheduler took the shard over.
         """
         args = scripts.chunk_args(
             batch_id,
@@ -82,10 +125,11 @@ class DeliveryStore(RedisConnection):
             journal_ttl_s=journal_ttl_s,
             horizon_ms=horizon_ms,
             shard=shard,
+            fence_token=self.fence_token,
         )
         marker = shard.sink_marker(query_id, partition, stage)
         # Safe to retry: the marker makes a chunk that did land write nothing again.
-        counts = self._script(
+        counts = self._fenced_script(
             "write deliveries",
             scripts.WRITE_CHUNK,
             scripts.WRITE_CHUNK.keys(shard, marker=marker),
@@ -105,12 +149,13 @@ class DeliveryStore(RedisConnection):
     ) -> PumpResult:
         """Deliver up to ``max_messages`` due messages from ``shard``'s outbox (by Redis's
         clock). A reschedule's new message due within ``horizon_ms`` goes back to the
-        outbox, and a later one to the inbound stream."""
-        reply = self._script(
+        outbox, and a later one to the inbound stream. Raises TransportError, or
+        FencedError if another scheduler took the shard over."""
+        reply = self._fenced_script(
             "deliver from the outbox",
             scripts.PUMP,
             scripts.PUMP.keys(shard),
-            [max_messages, journal_ttl_s, horizon_ms],
+            [max_messages, journal_ttl_s, horizon_ms, self.fence_token],
         )
         return scripts.pump_result(reply)
 
@@ -158,11 +203,12 @@ class DeliveryStore(RedisConnection):
     ) -> None:
         """Count each of ``settled`` as delivered, or keep it as a reject with its reason,
         and take it off ``shard``'s ready stream (lua/settle_ready.lua). An entry settled
-        already is skipped, so a repeat is harmless. Raises TransportError."""
+        already is skipped, so a repeat is harmless. Raises TransportError, or
+        FencedError if another scheduler took the shard over."""
         if not settled:
             return
-        args = scripts.settle_args(journal_ttl_s, settled)
-        self._script(
+        args = scripts.settle_args(journal_ttl_s, settled, self.fence_token)
+        self._fenced_script(
             "settle delivered messages",
             scripts.SETTLE_READY,
             scripts.SETTLE_READY.keys(shard),

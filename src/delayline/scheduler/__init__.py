@@ -13,6 +13,10 @@ Map (an arrow is "imports"):
 - :mod:`~delayline.scheduler.pump` — the fine wheel's hand: moves due messages
   from a shard's outbox to their topics, by Redis's clock. The runtime runs one
   per shard; the drain runs them to empty the outboxes.
+- :mod:`~delayline.scheduler.lease_keeper` — the scheduler's lease
+  (redis/lease.py) in this process: a standby's wait for it, and its renewal on
+  a thread, which says when another scheduler took over. The runtime's service
+  and the drain hold it.
 - :mod:`~delayline.scheduler.pipeline` — the streaming query itself, source ->
   processor -> sink, and what runs inside its tasks. Imports neither of the two
   below.

@@ -37,17 +37,52 @@ RENAMED = {"fire_lead_ms": "horizon_ms", "cascade_lead_ms": "cascade_ahead_ms"}
 PINNED_FILE = "scheduler.json"
 
 
+#: The copy of the record inside a checkpoint given by ``--checkpoint`` on the local
+#: file system (a shared one, say): an active scheduler and its standby have data
+#: directories of their own, and check each other's settings through it. A drain
+#: moves it aside with the checkpoint.
+CHECKPOINT_PINNED_FILE = "delayline-pinned.json"
+
+
+def record_paths(settings: SchedulerSettings) -> list[Path]:
+    """Where the pinned settings are recorded: the data directory, and inside a local
+    checkpoint given by ``--checkpoint`` (CHECKPOINT_PINNED_FILE)."""
+    paths = [settings.data_dir / PINNED_FILE]
+    root = local_path(settings.checkpoint_location)
+    if settings.checkpoint is not None and root is not None:
+        paths.append(root / CHECKPOINT_PINNED_FILE)
+    return paths
+
+
 def pin_settings(settings: SchedulerSettings) -> None:
-    """Record the pinned settings next to the checkpoint, or check them against the record.
+    """Record the pinned settings next to the checkpoint, or check them against each
+    record (:func:`record_paths`).
 
     A setting of PINNED_WHILE_IN_FLIGHT may change when the checkpoint has no
     batch in flight; the record then takes the new value. Raises
     ConfigurationError naming each setting that differs from the recorded one
     and may not change now.
     """
-    path = settings.data_dir / PINNED_FILE
     names = (*PINNED, *PINNED_WHILE_IN_FLIGHT)
     current = {name: getattr(settings, name) for name in names}
+    # Every record is checked before any is written: a refusal leaves them all as they were.
+    stale = [path for path in record_paths(settings) if _stale(path, settings, current)]
+    for path in stale:
+        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        # Written aside and renamed over: a crash leaves the old record or the new one.
+        aside = path.with_name(f".{path.name}.tmp")
+        descriptor = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(json.dumps(current, indent=2) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(aside, path)
+
+
+def _stale(path: Path, settings: SchedulerSettings, current: dict[str, Any]) -> bool:
+    """Whether the record at ``path`` must be written (again) with ``current``. Raises
+    ConfigurationError as :func:`pin_settings` does."""
+    names = tuple(current)
     written = _read_record(path)
     recorded = _renamed(written)
     differs = [name for name in names if name in recorded and recorded[name] != current[name]]
@@ -59,8 +94,8 @@ def pin_settings(settings: SchedulerSettings) -> None:
     if refused:
         changed = ", ".join(f"{name} {recorded[name]} -> {current[name]}" for name in refused)
         raise ConfigurationError(
-            f"the checkpoint in {settings.data_dir} was created with other settings "
-            f"({changed}); use the recorded values, or hand the pending messages to a "
+            f"the checkpoint was created with other settings (recorded in {path}: "
+            f"{changed}); use the recorded values, or hand the pending messages to a "
             "new checkpoint: stop, run delayline drain, then start with the new values"
             + (
                 ""
@@ -69,16 +104,7 @@ def pin_settings(settings: SchedulerSettings) -> None:
                 "start once with the recorded value and stop with Ctrl-C"
             )
         )
-    if differs or not path.exists() or set(written) != set(names):
-        settings.data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        # Written aside and renamed over: a crash leaves the old record or the new one.
-        aside = path.with_name(f".{PINNED_FILE}.tmp")
-        descriptor = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(json.dumps(current, indent=2) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(aside, path)
+    return bool(differs) or not path.exists() or set(written) != set(names)
 
 
 def recorded_settings(data_dir: Path) -> dict[str, Any]:

@@ -45,15 +45,19 @@ class Pump(Background):
         *,
         shard: keys.ShardKeys = keys.UNSHARDED,
         horizon_ms: int = HORIZON_MS,
+        fence_token: int = 0,
     ) -> None:
         """``prepare`` runs before the first delivery (and again until it succeeds);
         ``horizon_ms`` is the scheduler's (a reschedule's new message due within it
-        goes back to the outbox)."""
+        goes back to the outbox); ``fence_token`` its lease's (redis/lease.py): once
+        another scheduler has taken the shard over, the pump stops with a
+        FencedError as its :attr:`failure`."""
         self._redis_url = redis_url
         self._journal_ttl_s = journal_ttl_s
         self._prepare = prepare
         self._shard = shard
         self._horizon_ms = horizon_ms
+        self._fence_token = fence_token
         super().__init__(f"delayline-pump-{shard.namespace}")
         self.last_error: TransportError | None = None
         #: Why ``prepare`` refused to let the pump start, if it did.
@@ -78,11 +82,13 @@ class Pump(Background):
             prepare,
             shard=shard,
             horizon_ms=settings.horizon_ms,
+            fence_token=settings.fence_token,
         )
 
     def _run(self) -> None:
         # No retries inside a call: this loop waits and retries itself, and stays stoppable.
         store = DeliveryStore.from_url(self._redis_url, patience_ms=0)
+        store.fence_token = self._fence_token
         flusher: KafkaFlusher | None = None
         prepared = False
         try:
@@ -135,6 +141,9 @@ class Pump(Background):
                     except TransportError as exc:
                         self.last_error = exc
                         self._stop.wait(0.5)
+                    except DelaylineError as exc:  # fenced: another scheduler took over
+                        self.failure = exc
+                        return
                     continue
                 if result.moved >= PUMP_BATCH:
                     continue

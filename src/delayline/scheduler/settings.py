@@ -28,11 +28,14 @@ from delayline.retention import (
     DEFAULT_MAX_LEN,
     RetentionPolicy,
 )
-from delayline.timing import HORIZON_MS, MAX_SHARDS, Wheel
+from delayline.timing import HORIZON_MS, LEASE_TTL_MS, MAX_SHARDS, Wheel
 from delayline.validation import Limits
 
 #: Spark refuses a driver heap under 450 MiB; 512m leaves room for the survivor spaces.
 MIN_DRIVER_MEMORY_MB = 512
+#: The shortest lease (ms): renewed every fifth of it, it must outlast a busy
+#: Redis's replies and a driver's short GC pauses.
+MIN_LEASE_MS = 500
 _UNIT_MB = {"m": 1, "g": 1024, "t": 1024 * 1024}
 
 
@@ -181,7 +184,15 @@ class SchedulerSettings:
         "Trim a topic stream to this many entries even if a consumer group has not read "
         "them, counted as topic_trimmed_unread (0: never); PATTERN=N overrides.",
     )
+    lease_ms: int = option(
+        LEASE_TTL_MS,
+        "How long the scheduler's lease lasts unrenewed, ms: a standby (--standby) takes "
+        "over this long after the active scheduler stops renewing it (every fifth of it).",
+    )
     limits: Limits = field(default_factory=Limits)
+    #: The fencing token of the lease this scheduler took (redis/lease.py), which its
+    #: writes carry; 0 until it takes the lease. Not an option: set at takeover.
+    fence_token: int = 0
 
     def __post_init__(self) -> None:
         positive = (
@@ -206,6 +217,10 @@ class SchedulerSettings:
             raise ConfigurationError(
                 f"driver_memory must be at least {MIN_DRIVER_MEMORY_MB}m (Spark's floor), "
                 f"got {self.driver_memory}"
+            )
+        if self.lease_ms < MIN_LEASE_MS:
+            raise ConfigurationError(
+                f"lease_ms must be at least {MIN_LEASE_MS}, got {self.lease_ms}"
             )
         if self.shards > MAX_SHARDS:
             raise ConfigurationError(f"shards must be at most {MAX_SHARDS}, got {self.shards}")

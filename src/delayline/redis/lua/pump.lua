@@ -4,10 +4,13 @@
 -- one whose topic key is not a stream becomes a reject.
 -- A reschedule's message is dropped and sent again under its new id.
 -- KEYS: outbox, outbox data, stats, lateness, rejects, outbox bell, inbound, namespace.
--- ARGV: max messages, journal ttl s, horizon ms.
+-- ARGV: max messages, journal ttl s, horizon ms, fencing token (fence.lua).
 -- Returns {moved, now_ms, next due ms or -1, entries in the shard's ready stream}.
 
 local ns = KEYS[8]
+--! include fence.lua
+local refused = fence_refusal(ARGV[4])
+if refused then return refused end
 --! include topic_writes.lua
 local d = topic_writes({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[5],
   box = {KEYS[1], KEYS[2], KEYS[6]}, inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[3])})

@@ -2,8 +2,8 @@
 --
 -- KEYS: marker, stats, lateness, rejects, outbox, outbox data, inbound, outbox bell,
 -- namespace.
--- ARGV: batch, first, count, marker ttl s, journal ttl s, horizon ms, then count rows,
--- each starting with a kind:
+-- ARGV: batch, first, count, marker ttl s, journal ttl s, horizon ms, fencing token
+-- (fence.lua), then count rows, each starting with a kind:
 --   'd' topic id body key headers deliver_at_ms attempt journal_key cancel_key   (deliver)
 --   'x' (the same)                                                               (dropped)
 --   'c' (the same)                                                               (cascade)
@@ -26,6 +26,9 @@
 -- refused. Returns {written, delivered, duplicates, dropped, rejected}.
 
 local ns = KEYS[9]
+--! include fence.lua
+local refused = fence_refusal(ARGV[7])
+if refused then return refused end
 --! include topic_writes.lua
 local batch = tonumber(ARGV[1])
 local first = tonumber(ARGV[2])
@@ -42,7 +45,7 @@ local box = {KEYS[5], KEYS[6], KEYS[8]}
 local d = topic_writes({journal_ttl = tonumber(ARGV[5]), rejects_key = KEYS[4], box = box,
   inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[6])})
 local counts = d.counts
-local i = 7
+local i = 8
 for _ = 1, count do
   local kind = ARGV[i]
   if kind == 'r' then

@@ -25,10 +25,12 @@ def inbound_for(url: str) -> InboundStream:
 
 
 @cache
-def store_for(url: str) -> DeliveryStore:
+def store_for(url: str, fence_token: int = 0) -> DeliveryStore:
     """The store client of the Redis at ``url`` in this worker, for the hand-off and
-    the sink."""
-    return DeliveryStore.from_url(url, patience_ms=None)
+    the sink of a scheduler whose lease has ``fence_token`` (redis/lease.py)."""
+    store = DeliveryStore.from_url(url, patience_ms=None)
+    store.fence_token = fence_token
+    return store
 
 
 @cache

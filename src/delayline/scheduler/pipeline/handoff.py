@@ -104,7 +104,7 @@ def hand_off(batch: SortedInbound, settings: SchedulerSettings, task: BatchTask)
     # As the sink writes: due ones to their topic, the rest to the outbox, a
     # duplicate id counted once, and a replay resuming after what landed.
     write_once(
-        store_for(settings.redis_url),
+        store_for(settings.redis_url, settings.fence_token),
         task,
         "handoff",
         batch.near,

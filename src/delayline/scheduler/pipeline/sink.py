@@ -105,7 +105,7 @@ class DeliveryWriter(DataSourceStreamArrowWriter):
         if not rows:
             return DeliveryCommit(delivered=0, duplicates=0, dropped=0, rejected=0)
         results = write_once(
-            store_for(self._settings.redis_url),
+            store_for(self._settings.redis_url, self._settings.fence_token),
             current_batch_task(),
             "sink",
             rows,

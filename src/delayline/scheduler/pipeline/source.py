@@ -34,7 +34,7 @@ from delayline.errors import ConfigurationError, TransportError
 from delayline.kafka.inbound import PLANNING_TIMEOUT_S, KafkaInbound
 from delayline.redis import keys
 from delayline.scheduler.pipeline import schemas
-from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for
+from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for, store_for
 from delayline.scheduler.pipeline.feeds import (
     MAX_SEQ,
     START_ID,
@@ -135,6 +135,8 @@ class InboundReader(DataSourceStreamReader):
         # Called on the stream thread before each batch is planned: holding here
         # lets the driver stop between batches, with none half done.
         inbound.hold_while_paused(self._run_token)
+        # A scheduler that another took over from plans no batch into the checkpoint.
+        store_for(self._settings.redis_url, self._settings.fence_token).check_fence()
         # A checkpoint from before a stream was read starts it at the beginning.
         begun = {field: start.get(field, START_ID) for field, _ in self._streams}
         ends = {}

@@ -2,6 +2,8 @@
 
 - :mod:`.runner` — ``Scheduler``: the pumps, then Spark and the query; the
   heartbeat; stopping between batches.
+- :mod:`.rehearsal` — a standby's warm-up: Spark, its workers, and a query of the
+  same shape on a scratch checkpoint, reading and writing nothing of Redis.
 - :mod:`.session` — the Spark session (RocksDB state, quiet logs, our Python);
   ``log4j2.properties`` beside it.
 - :mod:`.java` — finds a Java 17+ for the JVM.

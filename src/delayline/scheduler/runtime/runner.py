@@ -16,7 +16,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from delayline.errors import DelaylineError, SchedulerError
+from delayline.errors import DelaylineError, FencedError, SchedulerError
 from delayline.kafka.target import target_url
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
@@ -71,6 +71,8 @@ class Scheduler:
         self._listings: ListingServer | None = None
         # Only a local driver runs the tasks and grows with a load (session.py).
         self._quiet = QuietSpells() if runs_locally(settings) else None
+        # Set once another scheduler took over: stop without writing (see halt).
+        self._halted = False
 
     def _pump(self, shard: keys.ShardKeys) -> Pump:
         current = shard in keys.layout(self.settings.inbound_shards)
@@ -228,10 +230,21 @@ class Scheduler:
                 headline = _headline(query.exception())
                 raise SchedulerError(f"the scheduler query stopped: {headline}{_advice(headline)}")
         for pump in self._pumps:
+            if isinstance(pump.failure, FencedError):
+                raise pump.failure
             if pump.failure is not None:
                 raise SchedulerError(f"the outbox pump stopped: {pump.failure}")
             if not pump.alive:
                 raise SchedulerError("the outbox pump stopped")
+
+    def halt(self) -> None:
+        """Stop delivering at once, from any thread, without waiting: another scheduler
+        took over (redis/lease.py). The pumps are told to stop (a call in flight is
+        refused by the fence), and :meth:`stop` then stops the query without asking it
+        to pause between batches, which would write to Redis."""
+        self._halted = True
+        for pump in self._pumps:
+            pump.stop(timeout_s=0)
 
     def stop(self, pause_timeout_s: float = 60.0) -> None:
         """Let the running batch finish, then stop the query and Spark.
@@ -247,10 +260,11 @@ class Scheduler:
         query, self._query = self._query, None
         # A JVM that is gone has no batch to finish and nothing to stop.
         with contextlib.suppress(*_JVM_GONE):
-            if query is not None and query.isActive:
+            if query is not None and query.isActive and not self._halted:
                 # If Redis is gone nothing can be written anyway: just stop.
                 with contextlib.suppress(DelaylineError):
                     self._pause_between_batches(query, pause_timeout_s)
+            if query is not None and query.isActive:
                 query.stop()
         for pump in self._pumps:
             pump.stop()
