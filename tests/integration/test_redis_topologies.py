@@ -45,8 +45,19 @@ def listens(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def server_children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if "valkey" in p.name()]
+def server_children(under: Path | None = None) -> list[psutil.Process]:
+    """The servers this process started, those running in a folder under ``under`` only
+    if given (other tests' servers, a session's shared one say, are theirs)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "valkey" in child.name() and (
+                under is None or Path(child.cwd()).is_relative_to(under)
+            ):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 def test_a_cluster_of_three_primaries_with_a_replica_each_serves_a_write_on_each(
@@ -74,7 +85,7 @@ def test_a_cluster_of_three_primaries_with_a_replica_each_serves_a_write_on_each
         finally:
             client.close()
     assert not [port for port in cluster.ports if listens(port)]
-    assert server_children() == []
+    assert server_children(tmp_path) == []
 
 
 def test_a_killed_primarys_replica_takes_its_slots_and_the_primary_rejoins_as_its_replica(
@@ -108,7 +119,7 @@ def test_a_killed_primarys_replica_takes_its_slots_and_the_primary_rejoins_as_it
 def test_a_failed_cluster_start_leaves_no_server_running(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="timed out"):
         LocalRedisCluster(tmp_path, primaries=1, replicas_per_primary=1, timeout_s=0.001)
-    assert server_children() == []
+    assert server_children(tmp_path) == []
 
 
 def test_a_replica_promoted_by_hand_serves_what_the_primary_had(tmp_path: Path) -> None:
@@ -131,7 +142,7 @@ def test_a_replica_promoted_by_hand_serves_what_the_primary_had(tmp_path: Path) 
             assert node.get("key") == b"after"
         with pytest.raises(RuntimeError, match="without Sentinels"):
             _ = servers.sentinel_url
-    assert server_children() == []
+    assert server_children(tmp_path) == []
 
 
 def test_the_sentinels_fail_a_killed_primary_over_to_its_replica(tmp_path: Path) -> None:
@@ -161,4 +172,5 @@ def test_the_sentinels_fail_a_killed_primary_over_to_its_replica(tmp_path: Path)
         assert all(path.stat().st_mode & 0o077 == 0 for path in tmp_path.glob("*/*.conf"))
         assert all(path.stat().st_mode & 0o077 == 0 for path in tmp_path.glob("*/*.log"))
         assert not [p for p in server_children() if servers.password in " ".join(p.cmdline())]
-    assert server_children() == []
+        assert len(server_children(tmp_path)) == 4, "the promoted replica and three Sentinels"
+    assert server_children(tmp_path) == []
