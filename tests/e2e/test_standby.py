@@ -24,10 +24,10 @@ from tests.support.harness import SchedulerProcess, wait_for
 pytestmark = pytest.mark.spark
 
 TOPIC = "standby.orders"
-#: The default horizon, longer than the standby takes to start its query and run its
-#: first batch (15-45 s on 2 busy cores): every message due before the query is back
-#: waits in the outbox, which the standby pumps at once. A small wheel besides, whose
-#: slots hand down before the horizon.
+#: The default horizon, far longer than the standby takes to start its query and run
+#: its first batch: every message due before the query is back waits in the outbox,
+#: which the standby pumps at once. A small wheel besides, whose slots hand down
+#: before the horizon.
 HORIZON_MS = 60_000
 WHEEL = (
     *("--coarse-after-ms", "90000", "--coarse-tick-ms", "2000"),
@@ -37,18 +37,23 @@ WHEEL = (
 #: Near sends take the SDK's path into the outbox; far ones go through Spark's wheel.
 NEAR_DELAYS_MS = (300, 3_000)
 FAR_DELAYS_MS = (HORIZON_MS + 1_000, HORIZON_MS + 4_000)
+#: Longest from the active's kill to the standby's first batch (s): issue 31's target.
+SPARK_BACK_S = 10.0
 #: Sends per second of the steady load.
 RATE_PER_S = 40
 
 
 def schedulers(
-    url: str, tmp_path: Path, runs: ExitStack
+    url: str, tmp_path: Path, runs: ExitStack, *, warm: bool = True
 ) -> tuple[SchedulerProcess, SchedulerProcess]:
     """An active scheduler running and a standby waiting, each with a data directory of
-    its own, both on the Redis at ``url`` and one checkpoint."""
+    its own, both on the Redis at ``url`` and one checkpoint. ``warm``: the standby is
+    a ``--standby`` (else a plain second ``delayline run``, which starts Spark once it
+    holds the lease)."""
     shared = ["--redis-url", url, "--no-api", "--checkpoint", str(tmp_path / "checkpoint")]
     active = SchedulerProcess([*shared, *WHEEL, "--data-dir", str(tmp_path / "a")])
-    standby = SchedulerProcess([*shared, *WHEEL, "--data-dir", str(tmp_path / "b"), "--standby"])
+    second = [*shared, *WHEEL, "--data-dir", str(tmp_path / "b")]
+    standby = SchedulerProcess([*second, "--standby"] if warm else second)
     runs.callback(active.stop_quietly)
     runs.callback(standby.stop_quietly)
     active.launch()
@@ -122,6 +127,8 @@ def check_once_and_on_time(raw: redis.Redis, sent: dict[str, int]) -> list[Arriv
     assert len(delivered) == len(set(delivered)), "a message arrived twice"
     assert set(delivered) == set(sent), "a message was lost"
     assert all(arrival.stream_ms >= arrival.deliver_at_ms for arrival in found), "early"
+    # Nor did the standby's rehearsal (a query of rejects) write one.
+    assert raw.xlen(keys.REJECTS) == 0
     return found
 
 
@@ -130,11 +137,14 @@ def p99(values: list[int]) -> int:
     return ordered[max(math.ceil(len(ordered) * 0.99) - 1, 0)]
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["standby", "cold"])
 def test_the_standby_takes_over_when_the_active_dies(
-    own_redis: EmbeddedRedis, own_raw: redis.Redis, tmp_path: Path
+    own_redis: EmbeddedRedis, own_raw: redis.Redis, tmp_path: Path, warm: bool
 ) -> None:
+    """A warm standby has the query back within SPARK_BACK_S; a plain second run (cold,
+    printed beside it for the comparison) within the horizon."""
     with ExitStack() as runs:
-        active, standby = schedulers(own_redis.url, tmp_path, runs)
+        active, standby = schedulers(own_redis.url, tmp_path, runs, warm=warm)
         with Load(own_redis.url).running() as load:
             time.sleep(3)  # the steady load before the kill
             seen = Seen(standby, "lease     taken", "scheduler running")
@@ -156,12 +166,13 @@ def test_the_standby_takes_over_when_the_active_dies(
         if killed_at_ms <= arrival.deliver_at_ms <= killed_at_ms + query_back_s * 1000
     ]
     print(
-        f"standby: lease taken {lease_taken_s:.2f} s after the kill, query back after "
+        f"{'standby' if warm else 'cold second run'}: lease taken {lease_taken_s:.2f} s "
+        "after the kill, query back after "
         f"{query_back_s:.2f} s; {len(during)} messages due meanwhile, lateness p99 "
         f"{p99(during)} ms, max {max(during)} ms; {len(found)} delivered"
     )
     assert lease_taken_s <= 2.5
-    assert query_back_s <= HORIZON_MS / 1000
+    assert query_back_s <= (SPARK_BACK_S if warm else HORIZON_MS / 1000)
     assert len(during) >= 20
     assert p99(during) <= 2_000
 
