@@ -40,6 +40,8 @@ PURE_CORE = (
     "delayline.retention",
     "delayline.retry",
     "delayline.rows",
+    "delayline.schedules",
+    "delayline.schedules.recurrence",
     *SCHEDULER_PURE,
     "delayline.sending",
     "delayline.status",
