@@ -9,6 +9,7 @@ are due.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import zlib
@@ -47,6 +48,20 @@ def new_message_id(deliver_at_ms: int) -> str:
         raise ValueError(f"deliver_at_ms out of range for an id: {deliver_at_ms}")
     return _encode(deliver_at_ms, _TIME_CHARS) + _encode(
         secrets.randbits(5 * _RANDOM_CHARS), _RANDOM_CHARS
+    )
+
+
+def derived_message_id(deliver_at_ms: int, seed: bytes) -> str:
+    """The id of ``deliver_at_ms`` (as :func:`new_message_id` takes it) whose 80 bits
+    after the time are a hash of ``seed``: the same seed and time give the same id
+    in every process, so a replay or a second writer makes no second message (a
+    schedule's runs, see :mod:`delayline.schedules.runs`). Raises ValueError as
+    new_message_id does."""
+    if not 0 <= deliver_at_ms <= MAX_ID_TIME_MS:
+        raise ValueError(f"deliver_at_ms out of range for an id: {deliver_at_ms}")
+    digest = hashlib.blake2b(seed, digest_size=_RANDOM_CHARS * 5 // 8).digest()
+    return _encode(deliver_at_ms, _TIME_CHARS) + _encode(
+        int.from_bytes(digest, "big"), _RANDOM_CHARS
     )
 
 

@@ -81,3 +81,14 @@ def test_a_huge_non_id_is_quoted_briefly() -> None:
         ids.deliver_at_ms_of("Z" * 1_000_000)
     assert len(str(caught.value)) < 300
     assert "'ZZZZ" in str(caught.value)
+
+
+def test_a_derived_id_is_the_same_for_the_same_seed_and_time_and_only_then() -> None:
+    first = ids.derived_message_id(1_700_000_000_000, b"reports\0daily\0v1")
+    assert first == ids.derived_message_id(1_700_000_000_000, b"reports\0daily\0v1")
+    assert ids.is_message_id(first)
+    assert ids.deliver_at_ms_of(first) == 1_700_000_000_000
+    assert first != ids.derived_message_id(1_700_000_000_000, b"reports\0daily\0v2")
+    assert first != ids.derived_message_id(1_700_000_000_001, b"reports\0daily\0v1")
+    with pytest.raises(ValueError):
+        ids.derived_message_id(-1, b"x")

@@ -42,6 +42,8 @@ PURE_CORE = (
     "delayline.rows",
     "delayline.schedules",
     "delayline.schedules.recurrence",
+    "delayline.schedules.runs",
+    "delayline.schedules.spec",
     *SCHEDULER_PURE,
     "delayline.sending",
     "delayline.status",

@@ -1,4 +1,8 @@
 """Recurring schedules, in the pure core (no I/O):
 
 - recurrence.py — when a schedule's runs fall: cron with a time zone, every, explicit times.
+- spec.py — a schedule's definition: topic, name, body, recurrence, bounds, catch-up
+  policy; its checks and its one JSON encoding.
+- runs.py — a schedule's state in the wheel: runs handed to the outbox a horizon
+  ahead, missed runs by the catch-up policy, what a change cancels; run ids.
 """
