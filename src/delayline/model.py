@@ -6,10 +6,11 @@ value is a byte string. Producers in any language may write it directly::
     v=1 op=send id=<id> topic=<topic> body=<bytes> deliver_at_ms=<int>
         [key=<str>] [headers=<JSON object of strings>] [sent_at_ms=<int>] [attempt=<int>=1]
     v=1 op=cancel id=<id> [sent_at_ms=<int>]
+    v=1 op=schedule action=put|delete|pause|resume topic=<topic> name=<name> ...
 
-The id must be one that :func:`delayline.ids.new_message_id` made for the same
-``deliver_at_ms``. Unknown extra fields are ignored, so later versions can add
-optional fields.
+(``op=schedule``'s fields are :mod:`delayline.schedules.ops`'s.) The id must be one
+that :func:`delayline.ids.new_message_id` made for the same ``deliver_at_ms``.
+Unknown extra fields are ignored, so later versions can add optional fields.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple
 
 from delayline import ids
 from delayline.errors import MAX_QUOTED_CHARS, DecodeError, ValidationError, quoted
+from delayline.schedules.ops import OP_SCHEDULE, ScheduleOp, decode_op
 from delayline.validation import (
     Limits,
     check_horizon,
@@ -184,7 +186,9 @@ def check_message(message: Message, *, now_ms: int, limits: Limits) -> Message:
     return message
 
 
-def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> Message | Cancel:
+def decode_record(
+    fields: RecordFields, *, received_ms: int, limits: Limits
+) -> Message | Cancel | ScheduleOp:
     """Decode and validate one inbound record.
 
     ``received_ms`` is when the store accepted the record (for Redis, the stream
@@ -198,8 +202,13 @@ def decode_record(fields: RecordFields, *, received_ms: int, limits: Limits) -> 
     if version != RECORD_VERSION:
         raise DecodeError(f"unsupported record version {_show(version)}; this scheduler reads 1")
     op = fields.get(b"op")
+    if op == OP_SCHEDULE:
+        sent_at_ms = _int_field(fields, "sent_at_ms", default=received_ms)
+        return decode_op(fields, sent_at_ms=sent_at_ms, limits=limits)
     if op not in (OP_SEND, OP_CANCEL, OP_RESCHEDULE):
-        raise DecodeError(f"unknown op {_show(op)}; expected 'send', 'cancel' or 'reschedule'")
+        raise DecodeError(
+            f"unknown op {_show(op)}; expected 'send', 'cancel', 'reschedule' or 'schedule'"
+        )
     message_id = _text(fields, "id")
     if not ids.is_message_id(message_id):
         raise ValidationError("id", "format", f"not a delayline message id: {quoted(message_id)}")

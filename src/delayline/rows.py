@@ -1,4 +1,5 @@
-"""The rows the scheduler's sink hands to Redis: deliver, cascade, drop, reject.
+"""The rows the scheduler's sink hands to Redis: deliver, cascade, drop, reject, and a
+schedule's runs and revoked runs.
 
 Plain values, so that the scheduler's pure parts and its tests can build them
 without Redis; :meth:`delayline.redis.store.DeliveryStore.write_chunk` writes them.
@@ -41,6 +42,22 @@ class Drop(OutgoingMessage):
     __slots__ = ()
 
 
+class Run(OutgoingMessage):
+    """A schedule's run: delivered as Deliver is, and counted into the forecast as it
+    is written (no producer's send counted it)."""
+
+    __slots__ = ()
+
+
+class Revoke(NamedTuple):
+    """A schedule's run that a change of the schedule cancels: a cancel request for
+    it, which the pump checks before it delivers."""
+
+    id: str
+    deliver_at_ms: int
+    topic: str
+
+
 class Reject(NamedTuple):
     """A refused inbound record: its original fields plus reason and times.
 
@@ -53,7 +70,7 @@ class Reject(NamedTuple):
     message_id: str | None = None
 
 
-SinkRow = Deliver | Cascade | Drop | Reject
+SinkRow = Deliver | Cascade | Drop | Run | Revoke | Reject
 
 
 #: A ready stream's entry: its id, and the topic entry's fields plus ``topic``

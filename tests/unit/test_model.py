@@ -94,7 +94,7 @@ def with_field(name: bytes, value: bytes | None) -> dict[bytes, bytes]:
     [
         ({}, "missing field 'v'"),
         (with_field(b"v", b"2"), "unsupported record version '2'"),
-        (with_field(b"op", b"schedule"), "unknown op 'schedule'"),
+        (with_field(b"op", b"reminder"), "unknown op 'reminder'"),
         (with_field(b"op", None), "unknown op"),
         (with_field(b"id", None), "missing field 'id'"),
         (with_field(b"deliver_at_ms", b"soon"), "'deliver_at_ms' must be a decimal integer"),

@@ -47,7 +47,16 @@ from delayline.redis.commands import Command
 from delayline.redis.keys import ShardKeys
 from delayline.redis.lua_source import load
 from delayline.retention import TopicRetention
-from delayline.rows import Cascade, Deliver, Drop, OutgoingMessage, ReadyEntry, SinkRow
+from delayline.rows import (
+    Cascade,
+    Deliver,
+    Drop,
+    OutgoingMessage,
+    ReadyEntry,
+    Revoke,
+    Run,
+    SinkRow,
+)
 
 
 @dataclass(frozen=True)
@@ -188,7 +197,7 @@ WRITE_CHUNK = Script(
 )  # fmt: skip
 
 #: The letter of each message row in a chunk (see lua/write_chunk.lua).
-ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c"}
+ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c", Run: "n"}
 
 
 def chunk_args(
@@ -215,6 +224,9 @@ def chunk_args(
                 row.deliver_at_ms, row.attempt, shard.journal(row.deliver_at_ms),
                 shard.cancel_requests(row.deliver_at_ms),
             ]  # fmt: skip
+            continue
+        if isinstance(row, Revoke):
+            args += ["k", row.id, row.deliver_at_ms, row.topic]
             continue
         if row.message_id is None:
             args += ["r", "", "", row.reason]

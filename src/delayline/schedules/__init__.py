@@ -5,4 +5,7 @@
   policy; its checks and its one JSON encoding.
 - runs.py — a schedule's state in the wheel: runs handed to the outbox a horizon
   ahead, missed runs by the catch-up policy, what a change cancels; run ids.
+- ops.py — the ``op=schedule`` inbound record (put, delete, pause, resume); a
+  schedule's wheel key and Redis shard.
+- state.py — how the scheduler stores the schedules of one wheel key.
 """

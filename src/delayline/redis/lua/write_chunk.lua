@@ -7,6 +7,8 @@
 --   'd' topic id body key headers deliver_at_ms attempt journal_key cancel_key   (deliver)
 --   'x' (the same)                                                               (dropped)
 --   'c' (the same)                                                               (cascade)
+--   'n' (the same)                                           (a schedule's run: counted, delivered)
+--   'k' id deliver_at_ms topic                      (a schedule's revoked run: a cancel request)
 --   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
 -- A message already due goes to its topic now, unless a cancel was requested
 -- for it (then it is dropped); one not yet due waits in the outbox (a sorted
@@ -30,6 +32,7 @@ local ns = KEYS[9]
 local refused = fence_refusal(ARGV[7])
 if refused then return refused end
 --! include topic_writes.lua
+--! include cancel_request.lua
 local batch = tonumber(ARGV[1])
 local first = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
@@ -54,10 +57,18 @@ for _ = 1, count do
     for j = 1, 2 * n do fields[j] = ARGV[i + 4 + j] end
     d.add_reject(fields, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
     i = i + 5 + 2 * n
+  elseif kind == 'k' then
+    request_cancel(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], '', tostring(d.now_ms),
+      tonumber(ARGV[5]) * 1000)
+    i = i + 4
   else
     local topic, id, body, key, headers, due, attempt, journal, cancels =
       unpack(ARGV, i + 1, i + 9)
     i = i + 10
+    if kind == 'n' then
+      pending_add(due, topic, 1)
+      kind = 'd'
+    end
     if kind == 'x' then
       d.drop(topic, id, body, key, headers, due, attempt, journal, cancels)
     elseif kind == 'c' then

@@ -9,6 +9,8 @@
   far by :func:`delayline.timing.is_near`) and writes what skips the wheel: near
   sends to the outbox, cancel requests, accepted counts.
 - :mod:`.processor` — the timing wheel as a stateful processor.
+- :mod:`.schedule_keys` — a recurring schedule's key in the wheel: its ops applied,
+  its runs handed over a horizon ahead, what a change revokes.
 - :mod:`.sink` — writes what the processor emits to Redis, exactly once.
 - :mod:`.chunks` — the resumable, chunked writes that the sink and the hand-off share.
 - :mod:`.packs` — the binary format of records between the stages.

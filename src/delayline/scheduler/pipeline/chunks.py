@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from delayline.chunking import chunk_end
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
-from delayline.rows import OutgoingMessage, Reject, SinkRow
+from delayline.rows import OutgoingMessage, Reject, Revoke, SinkRow
 from delayline.scheduler.pipeline.task import BatchTask
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold
@@ -34,6 +34,8 @@ def row_bytes(row: SinkRow) -> int:
     """About how many bytes ``row`` adds to a chunk's script arguments."""
     if isinstance(row, Reject):
         return sum(len(name) + len(value) for name, value in row.fields)
+    if isinstance(row, Revoke):
+        return len(row.id) + len(row.topic)
     return len(row.topic) + len(row.body) + len(row.key) + len(row.headers)
 
 
@@ -67,7 +69,7 @@ def write_in_chunks(
 
 def message_id_of(row: SinkRow) -> str | None:
     """The id of the message a sink row is about; None for a reject without one."""
-    return row.id if isinstance(row, OutgoingMessage) else row.message_id
+    return row.id if isinstance(row, OutgoingMessage | Revoke) else row.message_id
 
 
 def write_once(

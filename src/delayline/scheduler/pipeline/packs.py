@@ -34,6 +34,15 @@ CASCADE = 6
 WITHDRAW = 7
 #: The kinds that cancel the messages they name.
 CANCELS = frozenset({CANCEL, WITHDRAW})
+#: A schedule's op (put, delete, pause, resume: ``reason``), to its schedule's key:
+#: ``topic`` and ``key`` hold its address, ``body`` a put's definition, ``inbound_id``
+#: the entry that gives the schedule its version.
+SCHEDULE = 8
+#: A run of a schedule handed to the outbox: delivered as DELIVER is, and counted
+#: into the forecast as it is written, since no producer's send counted it.
+RUN = 9
+#: A run that a schedule's change cancels: a cancel request, as the SDK's cancel makes.
+REVOKE = 10
 
 _HEADER = struct.Struct("<BqiHHIHIHH")
 

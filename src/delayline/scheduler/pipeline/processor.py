@@ -16,6 +16,10 @@ to the inbound stream again, and they come back to fine keys.
 Each timer set is also recorded in Redis (see :mod:`delayline.scheduler.pipeline.source`):
 no-data batches are off, and the source wakes a batch when a timer is due.
 
+A schedule (see :mod:`delayline.scheduler.pipeline.schedule_keys`) has a key of its
+own, below the reject slot: its state holds the definition and the next run, and
+its timer hands each run to the sink a horizon ahead.
+
 Cancels are applied when their message is emitted. A cancel that arrives
 before its message still wins, and cancels are kept ``cancel_retention_ms``
 past their slot for messages that arrive late. A withdrawal (a reschedule's
@@ -38,7 +42,8 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from delayline import timing
-from delayline.scheduler.pipeline import packs, schemas
+from delayline.scheduler.pipeline import packs, schedule_keys, schemas
+from delayline.schedules.ops import is_schedule_slot
 
 
 class WheelProcessor(StatefulProcessor):
@@ -77,6 +82,9 @@ class WheelProcessor(StatefulProcessor):
             yield Row(pack=incoming)
             return
         now_ms = timerValues.getCurrentProcessingTimeInMs()
+        if is_schedule_slot(slot_ms):
+            yield from self._schedules(incoming, now_ms)
+            return
         fire_at_ms = slot_ms - (self._wheel.cascade_ahead_ms if coarse else self._horizon_ms)
         if fire_at_ms > now_ms:
             self._arm(fire_at_ms)  # idempotent
@@ -94,7 +102,24 @@ class WheelProcessor(StatefulProcessor):
         self, key: tuple[Any, ...], timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
         slot_ms, _shard, coarse = timing.split_wheel_key(key[0])
-        yield from self._fire(slot_ms, coarse, timerValues.getCurrentProcessingTimeInMs(), b"")
+        now_ms = timerValues.getCurrentProcessingTimeInMs()
+        if is_schedule_slot(slot_ms):
+            yield from self._schedules(b"", now_ms)
+        else:
+            yield from self._fire(slot_ms, coarse, now_ms, b"")
+
+    def _schedules(self, incoming: bytes, now_ms: int) -> Iterator[Row]:
+        """A schedule key: apply its ops, hand its runs over, arm its timer."""
+        stored = b"".join(entry[0] for entry in self._entries.get())
+        firing = schedule_keys.fire(stored, incoming, now_ms=now_ms, horizon_ms=self._horizon_ms)
+        if firing.stored and firing.stored != stored:
+            self._entries.put([(firing.stored,)])
+        elif not firing.stored and stored:
+            self._entries.clear()
+        if firing.fire_at_ms is not None:
+            self._arm(firing.fire_at_ms)
+        if firing.out:
+            yield Row(pack=firing.out)
 
     def _withdraw(self, incoming: bytes) -> Iterator[Row]:
         """Drop at once the stored messages that a withdrawal names (rarely: this reads

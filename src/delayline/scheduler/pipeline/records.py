@@ -15,6 +15,7 @@ from delayline.errors import DelaylineError
 from delayline.model import Cancel, decode_record
 from delayline.redis import lua_source
 from delayline.scheduler.pipeline import packs
+from delayline.schedules.ops import ScheduleOp, schedule_key
 from delayline.validation import Limits
 
 
@@ -84,6 +85,10 @@ def _placed(
 ) -> list[tuple[int, bytes]]:
     received_ms = entry_time_ms(entry_id)
     record = decode_record(fields, received_ms=received_ms, limits=limits)
+    if isinstance(record, ScheduleOp):
+        return [
+            (schedule_key(record.topic, record.name), packs.encode(schedule_op(record, entry_id)))
+        ]
     shard = ids.shard_of(record.id, shards)
     if isinstance(record, Cancel):
         # A reschedule cannot wait for the slot: its new time may come first.
@@ -113,6 +118,20 @@ def _placed(
         attempt=record.attempt,
     )
     return [(timing.wheel_key(slot_ms, shard, coarse=coarse_level), packs.encode(send))]
+
+
+def schedule_op(op: ScheduleOp, entry_id: str) -> packs.Record:
+    """A schedule's op as a pack record (see packs.SCHEDULE)."""
+    return packs.Record(
+        kind=packs.SCHEDULE,
+        deliver_at_ms=entry_time_ms(entry_id),
+        id="",
+        inbound_id=entry_id,
+        topic=op.topic,
+        body=b"" if op.definition is None else op.definition.to_json().encode(),
+        key=op.name,
+        reason=op.action,
+    )
 
 
 def reject(
