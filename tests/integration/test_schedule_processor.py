@@ -4,7 +4,9 @@ timer hands each run over a horizon ahead, and a change revokes what it replaces
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
+import pytest
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 
@@ -13,7 +15,7 @@ from delayline.scheduler.pipeline import packs
 from delayline.scheduler.pipeline.processor import WheelProcessor
 from delayline.scheduler.pipeline.records import to_packed
 from delayline.schedules.ops import DELETE, PAUSE, PUT, RESUME, ScheduleOp, schedule_key
-from delayline.schedules.recurrence import Every
+from delayline.schedules.recurrence import Every, parse_cron
 from delayline.schedules.spec import CatchUp, Schedule
 from delayline.validation import Limits
 
@@ -25,13 +27,13 @@ TOPIC, NAME = "reports", "tick"
 class Wheel:
     """A processor under test, fed schedule ops."""
 
-    def __init__(self) -> None:
+    def __init__(self, start_ms: int = T0) -> None:
         self.wakeups: list[int] = []
         processor = WheelProcessor(HORIZON_MS, 60_000, timing.Wheel(), self.wakeups.extend)
         self.processor = processor
         self.tester = TwsTester(processor, timeMode="ProcessingTime")
-        self.tester.setProcessingTime(T0)
-        self.clock_ms = T0
+        self.tester.setProcessingTime(start_ms)
+        self.clock_ms = start_ms
         self._entries = 0
 
     def op(
@@ -108,3 +110,62 @@ def test_delete_revokes_and_forgets_the_schedule() -> None:
     assert wheel.advance_to(T0 + 60_000) == []
     # An op on a schedule that is gone does nothing.
     assert wheel.op(PAUSE, at_ms=T0 + 60_000) == []
+
+
+def runs_until(wheel: Wheel, until_ms: int) -> list[int]:
+    """Drive the wheel as the source would, from one recorded wakeup to the next, until
+    ``until_ms``; the times of the runs handed over meanwhile."""
+    handed: list[int] = []
+    while True:
+        wheel.processor.close()  # records the timers set since the last call
+        upcoming = [at for at in wheel.wakeups if at > wheel.clock_ms]
+        if not upcoming or min(upcoming) > until_ms:
+            return handed
+        handed += times_of(wheel.advance_to(min(upcoming)), packs.RUN)
+
+
+def utc_ms(text: str) -> int:
+    return timing.to_epoch_ms(datetime.fromisoformat(text))
+
+
+@pytest.mark.parametrize(
+    ("cron", "start", "until", "expected"),
+    [
+        # Spring, 2027-03-28: 02:00 CET becomes 03:00 CEST. A set hour in the gap runs
+        # once at its end; an hourly cron skips the hour that does not exist.
+        (
+            "30 2 * * *",
+            "2027-03-27T00:00:00Z",
+            "2027-03-29T12:00:00Z",
+            ["2027-03-27T01:30:00Z", "2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z"],
+        ),
+        (
+            "0 * * * *",
+            "2027-03-28T00:30:00Z",
+            "2027-03-28T02:30:00Z",
+            ["2027-03-28T01:00:00Z", "2027-03-28T02:00:00Z"],
+        ),
+        # Autumn, 2027-10-31: 03:00 CEST becomes 02:00 CET. A set hour in the repeated
+        # hour runs once, in its first pass; an hourly cron runs in both passes.
+        (
+            "30 2 * * *",
+            "2027-10-30T00:00:00Z",
+            "2027-11-01T12:00:00Z",
+            ["2027-10-30T00:30:00Z", "2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z"],
+        ),
+        (
+            "0 * * * *",
+            "2027-10-30T23:30:00Z",
+            "2027-10-31T02:30:00Z",
+            ["2027-10-31T00:00:00Z", "2027-10-31T01:00:00Z", "2027-10-31T02:00:00Z"],
+        ),
+    ],
+)
+def test_a_cron_in_paris_across_the_changes_of_time(
+    cron: str, start: str, until: str, expected: list[str]
+) -> None:
+    wheel = Wheel(start_ms=utc_ms(start))
+    paris = Schedule.create(TOPIC, NAME, b"x", parse_cron(cron, "Europe/Paris"), limits=Limits())
+    handed = times_of(wheel.op(PUT, paris, at_ms=wheel.clock_ms), packs.RUN)
+    handed += runs_until(wheel, utc_ms(until))
+    assert handed == [utc_ms(text) for text in expected]
