@@ -90,5 +90,5 @@ def test_a_derived_id_is_the_same_for_the_same_seed_and_time_and_only_then() -> 
     assert ids.deliver_at_ms_of(first) == 1_700_000_000_000
     assert first != ids.derived_message_id(1_700_000_000_000, b"reports\0daily\0v2")
     assert first != ids.derived_message_id(1_700_000_000_001, b"reports\0daily\0v1")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="out of range"):
         ids.derived_message_id(-1, b"x")
