@@ -28,6 +28,7 @@ from delayline.forecast import Forecast
 from delayline.model import Cancel, Message
 from delayline.plans.observing import Metrics
 from delayline.retry import RetryPolicy
+from delayline.schedules.spec import Schedule
 from delayline.status import MessageStatus
 from delayline.timing import LEVELS_MS
 from delayline.validation import Limits
@@ -53,6 +54,7 @@ __all__ = [
     "MessageStatus",
     "Metrics",
     "RetryPolicy",
+    "Schedule",
     "SchedulerError",
     "TransportError",
     "ValidationError",

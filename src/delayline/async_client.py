@@ -12,12 +12,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from delayline import local, timing
+from delayline.async_client_schedules import AsyncScheduleMethods
 from delayline.client_base import (
     DEFAULT_BATCH,
     DEFAULT_BLOCK_MS,
     DEFAULT_CLAIM_IDLE_MS,
     DEFAULT_STATUS_RETENTION_MS,
-    ClientBase,
 )
 from delayline.delivery import DeliveryBase
 from delayline.errors import MessageStateError
@@ -42,7 +42,7 @@ from delayline.validation import Limits
 T = TypeVar("T")
 
 
-class AsyncClient(ClientBase):
+class AsyncClient(AsyncScheduleMethods):
     """:class:`delayline.Client` for asyncio: the same methods, awaited."""
 
     def __init__(

@@ -1,4 +1,5 @@
-"""The SDK: produce (send, send_many, cancel), ask (status), and consume.
+"""The SDK: produce (send, send_many, cancel), ask (status), and consume; recurring
+schedules come from :mod:`delayline.client_schedules`.
 
 Every method is a plan from :mod:`delayline.plans` run in one pipelined
 round trip (the plans are built in :mod:`delayline.client_base`);
@@ -21,9 +22,9 @@ from delayline.client_base import (
     DEFAULT_BLOCK_MS,
     DEFAULT_CLAIM_IDLE_MS,
     DEFAULT_STATUS_RETENTION_MS,
-    ClientBase,
     message_batch,
 )
+from delayline.client_schedules import ScheduleMethods
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
@@ -62,7 +63,7 @@ def kafka_producer(brokers: str, topic: str) -> KafkaInboundProducer:
     return KafkaInboundProducer(brokers, topic)
 
 
-class Client(ClientBase):
+class Client(ScheduleMethods):
     """A connection to the Redis that a delayline scheduler reads.
 
     ``Client()`` connects to ``$DELAYLINE_REDIS_URL``, else to the embedded server of a

@@ -18,8 +18,9 @@ from delayline.errors import ValidationError
 from delayline.forecast import Forecast, check_granularity
 from delayline.listing import ListRequest, PendingMessage
 from delayline.model import Message, message_from
-from delayline.plans import Plan, consuming, observing, producing
+from delayline.plans import Plan, consuming, observing, producing, scheduling
 from delayline.redis import keys
+from delayline.schedules.spec import Schedule
 from delayline.status import MessageStatus
 from delayline.validation import Limits, resolve_deliver_at_ms
 
@@ -126,6 +127,20 @@ class ClientBase:
                 retention_ms=self.status_retention_ms,
                 published=published,
                 limits=self.limits,
+            )
+        )
+
+    def _schedule_plan(self, definition: Schedule) -> Plan[Schedule]:
+        return self._with_published(
+            lambda published: scheduling.put(
+                definition, now_ms=timing.now_ms(), published=published
+            )
+        )
+
+    def _schedule_change_plan(self, action: str, name: str, topic: str) -> Plan[None]:
+        return self._with_published(
+            lambda published: scheduling.change(
+                action, topic, name, now_ms=timing.now_ms(), published=published
             )
         )
 

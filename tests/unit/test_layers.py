@@ -36,6 +36,7 @@ PURE_CORE = (
     "delayline.plans.consuming",
     "delayline.plans.observing",
     "delayline.plans.producing",
+    "delayline.plans.scheduling",
     "delayline.redis.compaction",
     "delayline.retention",
     "delayline.retry",

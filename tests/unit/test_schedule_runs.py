@@ -134,6 +134,18 @@ def test_putting_the_same_definition_again_changes_nothing() -> None:
     assert cancels == []
 
 
+def test_a_paused_schedule_stays_paused_when_its_definition_is_put_again() -> None:
+    handed = runs.hand_off(runs.arm(every(1_000), "v1", T0), now_ms=T0, horizon_ms=HORIZON_MS)
+    paused, _ = runs.pause(handed.armed, "v2", T0 + 100)
+    state, cancels = runs.put(paused, every(1_000), "v3", T0 + 200)
+    assert state is paused
+    assert cancels == []
+    # A put that says paused pauses an active schedule.
+    state, cancels = runs.put(handed.armed, every(1_000, paused=True), "v4", T0 + 300)
+    assert state.schedule.paused
+    assert [run.run_ms for run in cancels] == [T0 + k * 1_000 for k in range(1, 61)]
+
+
 def test_a_replace_cancels_the_runs_handed_over_and_not_due() -> None:
     handed = runs.hand_off(runs.arm(every(10_000), "v1", T0), now_ms=T0, horizon_ms=HORIZON_MS)
     state, cancels = runs.put(handed.armed, every(5_000), "v2", T0 + 25_000)

@@ -1,12 +1,13 @@
 """The SDK's operations as data: which Redis commands each needs, and how to read the replies.
 
 ``Client`` and ``AsyncClient`` only execute plans (one pipelined round trip
-each); everything else lives here once, with no I/O, in three modules:
+each); everything else lives here once, with no I/O, in four modules:
 :mod:`~delayline.plans.producing` (send, status, cancel),
-:mod:`~delayline.plans.consuming` (read, ack, retry, dead-letter, follow) and
-:mod:`~delayline.plans.observing` (metrics). A plan's ``parse`` returns either
-the result or a follow-up plan (cancel first reads the status, then writes only
-if the message can still be cancelled).
+:mod:`~delayline.plans.consuming` (read, ack, retry, dead-letter, follow),
+:mod:`~delayline.plans.observing` (metrics) and :mod:`~delayline.plans.scheduling`
+(recurring schedules). A plan's ``parse`` returns either the result or a follow-up
+plan (cancel first reads the status, then writes only if the message can still be
+cancelled).
 """
 
 from __future__ import annotations

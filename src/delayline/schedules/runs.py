@@ -20,8 +20,9 @@ touches nothing else. The rules:
   picks which are sent, late, with their own time in ``delayline-run-at``.
 - **A change cancels what it replaces.** Putting a different definition,
   pausing or deleting cancels the runs already handed over and not yet due
-  (:func:`handed_not_due`); putting the same definition again changes nothing,
-  so every instance of an application may put its schedules at start.
+  (:func:`handed_not_due`); putting the same definition again changes nothing
+  (a paused schedule stays paused), so every instance of an application may put
+  its schedules at start.
 - **A new definition starts after the batch that reads it**: its first run is
   the first one after that batch's time.
 """
@@ -204,10 +205,14 @@ def handed_not_due(armed: Armed, now_ms: int) -> list[Run]:
 def put(
     old: Armed | None, schedule: Schedule, version: str, now_ms: int
 ) -> tuple[Armed, list[Run]]:
-    """Put a definition: the new state, and the old runs to cancel. The same
-    definition again changes nothing."""
-    if old is not None and old.schedule == schedule:
-        return old, []
+    """Put a definition: the new state, and the old runs to cancel.
+
+    The same definition again changes nothing, whether it is paused or not: a
+    schedule paused by :func:`pause` stays paused when an application puts it
+    again at its start, until :func:`resume`; a put with ``paused`` set pauses it.
+    """
+    if old is not None and replace(old.schedule, paused=False) == replace(schedule, paused=False):
+        return pause(old, version, now_ms) if schedule.paused else (old, [])
     cancels = handed_not_due(old, now_ms) if old is not None else []
     return arm(schedule, version, now_ms), cancels
 

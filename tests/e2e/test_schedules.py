@@ -1,0 +1,139 @@
+"""Recurring schedules on a running service: every run once and on time, across a
+SIGKILL of the whole group and a restart, by each catch-up policy; pause, resume,
+replace and delete with runs already in the outbox."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+import redis
+
+from delayline import Client
+from delayline.redis.embedded import EmbeddedRedis
+from delayline.testing.streams import Arrival, arrivals
+from tests.support.harness import SchedulerProcess, wait_for
+
+pytestmark = pytest.mark.spark
+
+#: A short horizon: a restart of Spark (about 25 s) outlasts it, so runs are missed.
+HORIZON_MS = 2_000
+POLICIES = ("skip", "latest", "all")
+#: A run delivered by a running scheduler is this late at most (ms): the pump's
+#: precision, with room for a busy CI host.
+ON_TIME_MS = 500
+
+
+def runs_of(raw: redis.Redis, topic: str) -> list[Arrival]:
+    return sorted(arrivals(raw, [topic]), key=lambda arrival: arrival.deliver_at_ms)
+
+
+def gaps(times_ms: list[int], period_ms: int) -> list[tuple[int, int]]:
+    """The (before, after) pairs of consecutive run times further apart than a period."""
+    return [(a, b) for a, b in itertools.pairwise(times_ms) if b - a > period_ms]
+
+
+def test_every_second_across_a_kill_by_each_catch_up_policy(
+    own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path
+) -> None:
+    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir)]
+    args += ["--horizon-ms", str(HORIZON_MS)]
+    with ExitStack() as runs:
+        first = runs.enter_context(SchedulerProcess(args))
+        with Client(own_redis.url) as client:
+            for policy in POLICIES:
+                client.schedule(policy, f"tick.{policy}", policy, every=1_000, catch_up=policy)
+        wait_for(
+            lambda: all(len(runs_of(own_raw, f"tick.{p}")) >= 5 for p in POLICIES),
+            60,
+            "five runs of each schedule",
+            [first],
+        )
+        first.kill()
+        killed_at_ms = int(own_raw.time()[0]) * 1000
+        second = runs.enter_context(SchedulerProcess(args))  # once its query runs
+        restarted_at_ms = int(own_raw.time()[0]) * 1000
+        wait_for(
+            lambda: all(
+                runs_of(own_raw, f"tick.{p}")[-1].deliver_at_ms > restarted_at_ms + 8_000
+                for p in POLICIES
+            ),
+            60,
+            "five runs of each schedule after the restart",
+            [second],
+        )
+    assert restarted_at_ms - killed_at_ms > 5 * HORIZON_MS  # so runs were missed
+    for policy in POLICIES:
+        found = runs_of(own_raw, f"tick.{policy}")
+        times = [arrival.deliver_at_ms for arrival in found]
+        assert len(set(times)) == len(times), f"{policy}: a run delivered twice"
+        assert len({a.message_id for a in found}) == len(found)
+        assert all(a.stream_ms >= a.deliver_at_ms for a in found), f"{policy}: a run early"
+        assert all(t % 1_000 == 0 for t in times)  # every 1 s, anchored on the epoch
+        on_time = [a for a in found if a.deliver_at_ms < killed_at_ms - 1_000]
+        on_time += [a for a in found if a.deliver_at_ms > restarted_at_ms + 2_000]
+        assert len(on_time) >= 8
+        assert all(a.stream_ms - a.deliver_at_ms <= ON_TIME_MS for a in on_time), policy
+        missing = gaps(times, 1_000)
+        if policy == "all":
+            assert missing == [], "all: a missed run was not caught up"
+            continue
+        [(before_ms, after_ms)] = missing
+        assert killed_at_ms - 2_000 <= before_ms <= killed_at_ms + HORIZON_MS + 1_000
+        caught = next(a for a in found if a.deliver_at_ms == after_ms)
+        if policy == "latest":
+            # The latest missed run, sent late once the scheduler was back.
+            assert caught.stream_ms - caught.deliver_at_ms > 1_000
+            assert after_ms + 1_000 in times
+        else:
+            assert caught.stream_ms - caught.deliver_at_ms <= ON_TIME_MS + HORIZON_MS
+
+
+def test_pause_resume_replace_and_delete_with_runs_in_the_outbox(
+    own_redis: EmbeddedRedis, own_raw: redis.Redis, data_dir: Path
+) -> None:
+    """With the default 60 s horizon, an every-2 s schedule has about 30 runs in the
+    outbox at any time: each change must revoke them."""
+    topic = "changes"
+    args = ["--redis-url", own_redis.url, "--no-api", "--data-dir", str(data_dir)]
+    with SchedulerProcess(args) as process, Client(own_redis.url) as client:
+        client.schedule("tick", topic, b"v1", every=2_000)
+        wait_for(lambda: len(runs_of(own_raw, topic)) >= 2, 60, "two runs", [process])
+        client.pause("tick", topic)
+        paused_at_ms = int(own_raw.time()[0]) * 1000
+        time.sleep(5)  # runs due meanwhile must not come
+        found = runs_of(own_raw, topic)
+        assert all(a.deliver_at_ms <= paused_at_ms + 1_500 for a in found), "a run while paused"
+        client.resume("tick", topic)
+        resumed_at_ms = int(own_raw.time()[0]) * 1000
+        wait_for(
+            lambda: any(a.deliver_at_ms > resumed_at_ms for a in runs_of(own_raw, topic)),
+            30,
+            "a run after resume",
+            [process],
+        )
+        client.schedule("tick", topic, b"v2", every=2_000)  # a replace
+        replaced_at_ms = int(own_raw.time()[0]) * 1000
+        wait_for(
+            lambda: any(a.body == b"v2" for a in runs_of(own_raw, topic)),
+            30,
+            "a run of the new definition",
+            [process],
+        )
+        client.delete_schedule("tick", topic)
+        deleted_at_ms = int(own_raw.time()[0]) * 1000
+        time.sleep(5)  # runs due meanwhile must not come
+        found = runs_of(own_raw, topic)
+    # The latest run missed while paused, late; none otherwise while paused.
+    during_pause = [a for a in found if paused_at_ms + 1_500 < a.deliver_at_ms < resumed_at_ms]
+    assert len(during_pause) == 1
+    # v1 until the replace took effect (a batch), v2 after; one run per instant.
+    times = [a.deliver_at_ms for a in found]
+    assert len(times) == len(set(times))
+    assert all(a.body == b"v1" for a in found if a.deliver_at_ms < replaced_at_ms)
+    assert all(a.body == b"v2" for a in found if a.deliver_at_ms > replaced_at_ms + 2_000)
+    assert all(a.deliver_at_ms <= deleted_at_ms + 1_500 for a in found), "a run after delete"
+    assert all(a.stream_ms >= a.deliver_at_ms for a in found)
