@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from delayline import timing
+from delayline.kafka.records import from_ready
 from delayline.scheduler.pipeline import packs
 from delayline.scheduler.pipeline.records import to_packed
 from delayline.schedules import ops, runs, state
 from delayline.schedules.recurrence import Every, parse_cron
 from delayline.schedules.spec import Schedule
-from delayline.validation import Limits
+from delayline.validation import Limits, encode_headers
 
 pytestmark = pytest.mark.unit
 
@@ -96,3 +97,19 @@ def test_a_keys_schedules_are_stored_and_read_back() -> None:
     assert state.decode(b"") == []
     with pytest.raises(ValueError, match="format"):
         state.decode(b'{"v": 9}')
+
+
+def test_a_runs_headers_become_kafka_headers_as_any_messages_do() -> None:
+    headers = runs.run_headers(DEFINITION, T0)
+    ready = {
+        b"topic": b"reports",
+        b"id": runs.run_id(DEFINITION, "1-0", T0).encode(),
+        b"deliver_at_ms": str(T0).encode(),
+        b"delivered_at_ms": str(T0).encode(),
+        b"attempt": b"1",
+        b"body": b"x",
+        b"headers": encode_headers(headers).encode(),
+    }
+    kafka_headers = dict(from_ready(ready).headers)
+    assert kafka_headers["delayline-schedule"] == b"daily"
+    assert kafka_headers["delayline-run-at"] == b"2027-01-15T08:00:00.000Z"
