@@ -20,6 +20,7 @@ from delayline.errors import (
     InvalidMessageIdError,
     JavaNotFoundError,
     MessageStateError,
+    ScheduleNotFoundError,
     SchedulerError,
     TransportError,
     ValidationError,
@@ -28,6 +29,7 @@ from delayline.forecast import Forecast
 from delayline.model import Cancel, Message
 from delayline.plans.observing import Metrics
 from delayline.retry import RetryPolicy
+from delayline.schedules.listed import ListedSchedule
 from delayline.schedules.spec import Schedule
 from delayline.status import MessageStatus
 from delayline.timing import LEVELS_MS
@@ -49,12 +51,14 @@ __all__ = [
     "InvalidMessageIdError",
     "JavaNotFoundError",
     "Limits",
+    "ListedSchedule",
     "Message",
     "MessageStateError",
     "MessageStatus",
     "Metrics",
     "RetryPolicy",
     "Schedule",
+    "ScheduleNotFoundError",
     "SchedulerError",
     "TransportError",
     "ValidationError",

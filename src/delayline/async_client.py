@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,13 +21,11 @@ from delayline.delivery import DeliveryBase
 from delayline.errors import MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
 from delayline.listing import (
-    LISTING_POLL_S,
     MAX_LIMIT,
     ListRequest,
     PendingMessage,
     by_due_time,
     later_ones,
-    listing_waits,
 )
 from delayline.model import Message
 from delayline.plans import Plan, consuming, observing
@@ -141,13 +137,8 @@ class AsyncClient(AsyncScheduleMethods):
         timeout_s: float = 300.0,
     ) -> list[PendingMessage]:
         """See :meth:`delayline.Client.list_pending`."""
-        request, listing_id = self._listing(topic, key, start, end, limit)
-        await self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
-        began = time.monotonic()
-        while not (status := await self._run(observing.listing_status(listing_id))).finished():
-            listing_waits(status, began, timeout_s, on_progress)
-            await asyncio.sleep(LISTING_POLL_S)
-        rows = await self._run(observing.listing_rows(listing_id))
+        request = self._listing(topic, key, start, end, limit)
+        rows = await self._listed(request, PendingMessage.from_json, on_progress, timeout_s)
         return by_due_time(rows + await self._run(self._outbox_plan(request)), limit)
 
     async def cancel_key(self, topic: str, key: str) -> int:

@@ -9,7 +9,6 @@ round trip (the plans are built in :mod:`delayline.client_base`);
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,13 +29,11 @@ from delayline.errors import ConfigurationError, MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
 from delayline.kafka.records import INBOUND_TOPIC
 from delayline.listing import (
-    LISTING_POLL_S,
     MAX_LIMIT,
     ListRequest,
     PendingMessage,
     by_due_time,
     later_ones,
-    listing_waits,
 )
 from delayline.model import Message
 from delayline.plans import Plan, consuming, observing
@@ -232,13 +229,8 @@ class Client(ScheduleMethods):
         scan's tasks as it goes. Raises SchedulerError if no scheduler takes the
         request up within 30 s, the scan fails, or it takes over ``timeout_s``.
         """
-        request, listing_id = self._listing(topic, key, start, end, limit)
-        self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
-        began = time.monotonic()
-        while not (status := self._run(observing.listing_status(listing_id))).finished():
-            listing_waits(status, began, timeout_s, on_progress)
-            time.sleep(LISTING_POLL_S)
-        rows = self._run(observing.listing_rows(listing_id))
+        request = self._listing(topic, key, start, end, limit)
+        rows = self._listed(request, PendingMessage.from_json, on_progress, timeout_s)
         return by_due_time(rows + self._run(self._outbox_plan(request)), limit)
 
     def cancel_key(self, topic: str, key: str) -> int:

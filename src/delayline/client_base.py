@@ -8,21 +8,21 @@ from __future__ import annotations
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from delayline import timing
-from delayline.errors import ValidationError
+from delayline.errors import ScheduleNotFoundError, ValidationError, quoted
 from delayline.forecast import Forecast, check_granularity
-from delayline.listing import ListRequest, PendingMessage
+from delayline.listing import SCHEDULES, ListRequest, PendingMessage
 from delayline.model import Message, message_from
 from delayline.plans import Plan, consuming, observing, producing, scheduling
 from delayline.redis import keys
-from delayline.schedules.spec import Schedule
+from delayline.schedules.listed import ListedSchedule
+from delayline.schedules.spec import Schedule, validate_name
 from delayline.status import MessageStatus
-from delayline.validation import Limits, resolve_deliver_at_ms
+from delayline.validation import Limits, resolve_deliver_at_ms, validate_topic
 
 T = TypeVar("T")
 
@@ -35,6 +35,9 @@ DEFAULT_STATUS_RETENTION_MS = keys.JOURNAL_RETENTION_MS
 DEFAULT_BLOCK_MS = 5_000
 DEFAULT_BATCH = 100
 DEFAULT_CLAIM_IDLE_MS = 60_000
+
+#: The most runs :meth:`delayline.Client.next_runs` previews.
+MAX_PREVIEW = 1_000
 
 
 def default_consumer_name() -> str:
@@ -151,15 +154,40 @@ class ClientBase:
         start: datetime | None,
         end: datetime | None,
         limit: int,
-    ) -> tuple[ListRequest, str]:
-        request = ListRequest(
+    ) -> ListRequest:
+        return ListRequest(
             topic=topic,
             key=key,
             from_ms=None if start is None else timing.to_epoch_ms(start, "start"),
             to_ms=None if end is None else timing.to_epoch_ms(end, "end"),
             limit=limit,
         )
-        return request, uuid.uuid4().hex
+
+    @staticmethod
+    def _schedule_listing(name: str, topic: str) -> ListRequest:
+        """The listing of schedule ``(topic, name)``. Raises ValidationError for a name
+        or topic no schedule can have."""
+        return ListRequest(
+            kind=SCHEDULES, topic=validate_topic(topic), name=validate_name(name), limit=1
+        )
+
+    @staticmethod
+    def _found_schedule(name: str, topic: str, rows: list[ListedSchedule]) -> ListedSchedule:
+        """The one row of :meth:`_schedule_listing`; ScheduleNotFoundError if none."""
+        if not rows:
+            raise ScheduleNotFoundError(name, topic)
+        return rows[0]
+
+    @staticmethod
+    def _check_preview(n: int) -> None:
+        """Raise ValidationError unless ``n`` runs, 1 to MAX_PREVIEW, can be previewed."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_PREVIEW:
+            raise ValidationError("n", "range", f"n must be 1 to {MAX_PREVIEW:,}; got {quoted(n)}")
+
+    @staticmethod
+    def _upcoming(listed: ListedSchedule, n: int) -> list[datetime]:
+        """:meth:`ListedSchedule.upcoming` from now, as aware UTC datetimes."""
+        return [timing.from_epoch_ms(run_ms) for run_ms in listed.upcoming(n, timing.now_ms())]
 
     def _cancel_many_plan(self, topic: str, rows: list[PendingMessage]) -> Plan[int]:
         def build(published: producing.Published) -> Plan[int]:

@@ -1,25 +1,34 @@
-""":class:`delayline.Client`'s recurring schedules: put, pause, resume and delete one.
+""":class:`delayline.Client`'s recurring schedules: put, pause, resume and delete one;
+list them, show one, preview its runs.
 
 A mixin of the client, which runs the plans of :mod:`delayline.plans.scheduling`
 (built in :mod:`delayline.client_base`); :mod:`delayline.async_client_schedules` is
-its asyncio twin.
+its asyncio twin. It also runs the listings (:meth:`ScheduleMethods._listed`), of
+schedules and of pending messages: the scheduler scans its state for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
+from delayline import timing
 from delayline.client_base import ClientBase
+from delayline.listing import LISTING_POLL_S, SCHEDULES, ListRequest, listing_waits
+from delayline.plans import observing
 from delayline.plans.scheduling import definition_from
 from delayline.schedules import ops
+from delayline.schedules.listed import ListedSchedule
 from delayline.schedules.spec import Schedule
 
 if TYPE_CHECKING:
     from delayline.plans import Plan
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ScheduleMethods(ClientBase):
@@ -118,3 +127,59 @@ class ScheduleMethods(ClientBase):
         already handed to the outbox and not yet due are cancelled. Raises as
         :meth:`pause` does."""
         self._run(self._schedule_change_plan(ops.DELETE, name, topic))
+
+    def schedules(
+        self, *, topic: str | None = None, limit: int = 100, timeout_s: float = 300.0
+    ) -> list[ListedSchedule]:
+        """The recurring schedules of ``topic`` (None: of every topic), the first ``limit``
+        (1 to 10,000) by topic, then name: each one's definition, state (active,
+        paused or finished), next and last run (epoch ms), runs sent and skipped.
+
+        An operator's tool: the running scheduler scans its state for it (a Spark
+        batch query over the schedule keys, on the scheduler's cores). A schedule
+        put a moment ago is listed once the scheduler's next batch has it, within
+        about a second. Raises ValidationError for a limit out of range;
+        SchedulerError if no scheduler is running, none takes the request up
+        within 30 s, the scan fails, or it takes over ``timeout_s`` seconds.
+        """
+        request = ListRequest(kind=SCHEDULES, topic=topic, limit=limit)
+        return self._listed(request, ListedSchedule.from_json, None, timeout_s)
+
+    def get_schedule(self, name: str, topic: str, *, timeout_s: float = 300.0) -> ListedSchedule:
+        """Schedule ``name`` of ``topic``, as :meth:`schedules` lists it (a scan of the
+        one key that holds it). Raises ScheduleNotFoundError if the scheduler's state
+        has none (never put, deleted, or put so recently that no batch has it yet:
+        about a second); ValidationError for a name or topic no schedule can have;
+        SchedulerError as :meth:`schedules` does.
+        """
+        rows = self._listed(
+            self._schedule_listing(name, topic), ListedSchedule.from_json, None, timeout_s
+        )
+        return self._found_schedule(name, topic, rows)
+
+    def next_runs(self, name: str, topic: str, n: int = 10) -> list[datetime]:
+        """The next ``n`` (1 to 1,000) run times of schedule ``name`` of ``topic`` after
+        now, as aware UTC datetimes, without running anything: its stored definition's
+        recurrence within its start, end and the ``max_runs`` it has left (fewer, or
+        none, near its end). For a paused schedule, the runs to come once resumed.
+        Raises as :meth:`get_schedule` does, and ValidationError for ``n`` out of range.
+        """
+        self._check_preview(n)
+        return self._upcoming(self.get_schedule(name, topic), n)
+
+    def _listed(
+        self,
+        request: ListRequest,
+        parse: Callable[[bytes], R],
+        on_progress: Callable[[int, int], None] | None,
+        timeout_s: float,
+    ) -> list[R]:
+        """Ask the running scheduler for ``request``'s listing, wait for it (telling
+        ``on_progress`` how far its scan is), and read its rows with ``parse``."""
+        listing_id = uuid.uuid4().hex
+        self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
+        began = time.monotonic()
+        while not (status := self._run(observing.listing_status(listing_id))).finished():
+            listing_waits(status, began, timeout_s, on_progress)
+            time.sleep(LISTING_POLL_S)
+        return self._run(observing.listing_rows(listing_id, parse))

@@ -6,6 +6,7 @@
     ├── ValidationError            bad input; ``.field`` and ``.rule`` name what and why
     │   └── InvalidMessageIdError       an id that delayline did not issue
     ├── MessageStateError          a message that can no longer be changed (``.state``)
+    ├── ScheduleNotFoundError      no recurring schedule of that name and topic
     ├── DecodeError                an inbound record that cannot be read
     ├── ConfigurationError         bad settings, or settings that contradict a checkpoint
     │   └── JavaNotFoundError      no Java 17+ to run Spark
@@ -75,6 +76,20 @@ class MessageStateError(DelaylineError):
         super().__init__(f"cannot {action} message {message_id}: it is {state}")
         self.message_id = message_id
         self.state = state
+
+
+class ScheduleNotFoundError(DelaylineError):
+    """No recurring schedule ``name`` of ``topic`` is in the scheduler's state: none was
+    put, it was deleted, or it was put a moment ago and the scheduler's next batch
+    has not committed it yet (within about a second)."""
+
+    def __init__(self, name: str, topic: str) -> None:
+        super().__init__(
+            f"no schedule {quoted(name)} of topic {quoted(topic)} (one put a moment ago "
+            "shows once the scheduler's next batch has it, within about a second)"
+        )
+        self.name = name
+        self.topic = topic
 
 
 class DecodeError(DelaylineError):

@@ -1,10 +1,13 @@
-"""Listing pending messages: what is asked, and what each listed message shows (pure).
+"""Listing pending messages and recurring schedules: what is asked, and what each
+listed message shows (pure; a listed schedule is
+:class:`delayline.schedules.listed.ListedSchedule`).
 
-A listing is an operator's tool. The messages in the scheduler's state are
-read by a batch query over its checkpoint (Spark's state data source), which
-the running scheduler runs when asked (see ``scheduler/jobs/state_scan.py``); those in
-the outbox are read from Redis. The cost is a scan of the whole state, in
-Spark, next to the streaming query: seconds at 1M pending, on the same cores.
+A listing is an operator's tool. The messages and the schedules in the
+scheduler's state are read by a batch query over its checkpoint (Spark's state
+data source), which the running scheduler runs when asked (see
+``scheduler/jobs/state_scan.py``); the messages in the outbox are read from
+Redis. The cost is a scan of the whole state, in Spark, next to the streaming
+query: seconds at 1M pending, on the same cores.
 """
 
 from __future__ import annotations
@@ -14,29 +17,50 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from delayline.errors import SchedulerError, ValidationError
+from delayline.errors import SchedulerError, ValidationError, quoted
 from delayline.timing import format_time
 
-#: The most messages one listing returns.
+#: The most messages (or schedules) one listing returns.
 MAX_LIMIT = 10_000
+
+#: A listing of pending messages.
+MESSAGES = "messages"
+#: A listing of recurring schedules.
+SCHEDULES = "schedules"
+#: What a listing lists.
+KINDS = (MESSAGES, SCHEDULES)
 
 
 @dataclass(frozen=True)
 class ListRequest:
-    """Which pending messages to list: of ``topic`` and ``key`` (None: any), due in
-    ``[from_ms, to_ms)`` (None: open), the first ``limit`` by due time."""
+    """What to list: of ``kind`` ``messages``, the pending messages of ``topic`` and
+    ``key`` (None: any), due in ``[from_ms, to_ms)`` (None: open), the first ``limit``
+    by due time; of ``kind`` ``schedules``, the recurring schedules of ``topic`` and
+    ``name`` (None: any), the first ``limit`` by topic, then name."""
 
     topic: str | None = None
     key: str | None = None
     from_ms: int | None = None
     to_ms: int | None = None
     limit: int = 100
+    kind: str = MESSAGES
+    name: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.limit <= MAX_LIMIT:
             raise ValidationError("limit", "range", f"limit must be 1 to {MAX_LIMIT:,}")
         if self.from_ms is not None and self.to_ms is not None and self.to_ms <= self.from_ms:
             raise ValidationError("to", "order", "the window's end (to) must come after its start")
+        if self.kind not in KINDS:
+            raise ValidationError(
+                "kind", "one_of", f"a listing is of {' or '.join(KINDS)}; got {quoted(self.kind)}"
+            )
+        if self.kind == MESSAGES and self.name is not None:
+            raise ValidationError("name", "only_with", "a listing of messages takes no name")
+        if self.kind == SCHEDULES and (self.key, self.from_ms, self.to_ms) != (None, None, None):
+            raise ValidationError(
+                "key", "only_with", "a listing of schedules takes a topic and a name only"
+            )
 
     def selects(self, topic: str, key: str, deliver_at_ms: int) -> bool:
         """Whether a message of ``topic`` and ``key`` due at ``deliver_at_ms`` is asked for."""
@@ -47,8 +71,19 @@ class ListRequest:
             and (self.to_ms is None or deliver_at_ms < self.to_ms)
         )
 
+    def selects_schedule(self, topic: str, name: str) -> bool:
+        """Whether schedule ``name`` of ``topic`` is asked for."""
+        return (self.topic is None or topic == self.topic) and (
+            self.name is None or name == self.name
+        )
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        """The request as JSON; a listing of messages without ``kind`` and ``name``, as a
+        scheduler older than listings of schedules reads it."""
+        fields = asdict(self)
+        if self.kind == MESSAGES:
+            del fields["kind"], fields["name"]
+        return json.dumps(fields)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ListRequest:

@@ -20,7 +20,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from delayline import AsyncClient, Client, RetryPolicy
+from delayline import AsyncClient, Client, RetryPolicy, ScheduleNotFoundError
 from delayline.cli import main
 from delayline.ids import new_message_id
 from delayline.redis import keys
@@ -270,6 +270,38 @@ def test_list_pending_scans_the_schedulers_state(default_service: Service, once:
     wait_for(lambda: default_service.raw.xlen(topic) == 10, 30, "the rescheduled deliveries")
     delivered = {f[b"id"].decode() for _, f in default_service.raw.xrange(topic)}
     assert delivered == set(moved.values())
+
+
+def test_a_schedule_is_listed_shown_and_previewed_by_the_running_scheduler(
+    default_service: Service, once: Client
+) -> None:
+    topic = f"live.{uuid.uuid4().hex[:8]}"
+    anchor_ms = now_ms() + 1_800_000  # hourly from half an hour ahead: no run in the test
+    once.schedule("hourly", topic, b"r", every="1h", anchor=anchor_ms)
+    wait_for(
+        lambda: [row.name for row in once.schedules(topic=topic)] == ["hourly"],
+        30,
+        "the schedule to be listed",
+        [default_service.scheduler],
+    )
+    shown = once.get_schedule("hourly", topic)
+    assert (shown.state, shown.next_run_ms, shown.runs, shown.last_run_ms) == (
+        "active", anchor_ms, 0, None,
+    )  # fmt: skip
+    assert once.next_runs("hourly", topic, n=2) == [
+        from_epoch_ms(anchor_ms),
+        from_epoch_ms(anchor_ms + 3_600_000),
+    ]
+    once.delete_schedule("hourly", topic)
+
+    def gone() -> bool:
+        try:
+            once.get_schedule("hourly", topic)
+        except ScheduleNotFoundError:
+            return True
+        return False
+
+    wait_for(gone, 30, "the deleted schedule to be gone", [default_service.scheduler])
 
 
 def test_retry_later_until_the_dlq(live: Live, client: Client) -> None:

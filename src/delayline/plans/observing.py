@@ -7,9 +7,9 @@ the unsharded keys (:func:`keys.read_layout`), and add them up.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from delayline.errors import SchedulerError
 from delayline.forecast import (
@@ -26,6 +26,8 @@ from delayline.plans import Plan
 from delayline.plans.consuming import DLQ_SUFFIX
 from delayline.redis import keys, script_args, scripts
 from delayline.redis.commands import Command, as_text
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -337,11 +339,13 @@ def listing_status(listing_id: str) -> Plan[ListingStatus]:
     return Plan([("HGETALL", keys.listing(listing_id))], parse, "read a listing's progress")
 
 
-def listing_rows(listing_id: str) -> Plan[list[PendingMessage]]:
-    """A finished listing's rows from the scheduler's state."""
+def listing_rows(listing_id: str, parse: Callable[[bytes], R]) -> Plan[list[R]]:
+    """A finished listing's rows from the scheduler's state, each read by ``parse``
+    (:meth:`PendingMessage.from_json`, or
+    :meth:`delayline.schedules.listed.ListedSchedule.from_json` for schedules)."""
     return Plan(
         [("LRANGE", keys.listing(listing_id) + ":rows", 0, -1)],
-        lambda replies: [PendingMessage.from_json(row) for row in replies[0]],
+        lambda replies: [parse(row) for row in replies[0]],
         "read a listing",
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from delayline.listing import ListRequest, PendingMessage
 from delayline.redis import keys
 from delayline.redis.connection import MIN_BLOCK_S, RedisConnection
+from delayline.schedules.listed import ListedSchedule
 
 
 class ListRequests(RedisConnection):
@@ -39,7 +40,9 @@ class ListRequests(RedisConnection):
             ),
         )
 
-    def finish(self, listing_id: str, rows: Sequence[PendingMessage]) -> None:
+    def finish(
+        self, listing_id: str, rows: Sequence[PendingMessage] | Sequence[ListedSchedule]
+    ) -> None:
         """Write the rows, then mark the listing done, in one transaction."""
 
         def write() -> None:

@@ -8,4 +8,6 @@
 - ops.py — the ``op=schedule`` inbound record (put, delete, pause, resume); a
   schedule's wheel key and Redis shard.
 - state.py — how the scheduler stores the schedules of one wheel key.
+- listed.py — a schedule as a listing shows it (state, next and last run, runs sent),
+  and its row's JSON.
 """

@@ -117,6 +117,12 @@ def is_schedule_slot(slot_ms: int) -> bool:
     return slot_ms <= SCHEDULE_SLOT_MS
 
 
+#: Every schedule key (:func:`schedule_key`) is below this wheel key, and every key of
+#: a time slot or the reject slot at or above it: a scan over the state can tell them
+#: apart by the key column alone.
+SCHEDULE_KEYS_BELOW = timing.wheel_key(SCHEDULE_SLOT_MS + 1, 0)
+
+
 def schedule_key(topic: str, name: str) -> int:
     """The wheel key (:func:`delayline.timing.wheel_key`) of schedule ``(topic, name)``."""
     return timing.wheel_key(schedule_slot_ms(topic, name), 0)

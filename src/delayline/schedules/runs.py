@@ -99,6 +99,20 @@ def next_run(schedule: Schedule, after_ms: int) -> int | None:
     return run_ms
 
 
+def preview(schedule: Schedule, after_ms: int, n: int, *, runs_done: int = 0) -> list[int]:
+    """The schedule's next ``n`` runs strictly after ``after_ms`` (epoch ms), in order:
+    within its start and end, and no more than the ``max_runs - runs_done`` it has left
+    (``runs_done``: runs already sent). Runs nothing; ``paused`` is not looked at."""
+    left = n if schedule.max_runs is None else min(n, schedule.max_runs - runs_done)
+    found: list[int] = []
+    run_ms: int | None = after_ms
+    while len(found) < left and run_ms is not None:
+        run_ms = next_run(schedule, run_ms)
+        if run_ms is not None:
+            found.append(run_ms)
+    return found
+
+
 def runs_in(schedule: Schedule, after_ms: int, until_ms: int, limit: int) -> list[int]:
     """The schedule's runs r with ``after_ms < r <= until_ms``, the first ``limit``."""
     return [

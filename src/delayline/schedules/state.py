@@ -9,7 +9,8 @@ collision. The value is JSON, a line per schedule, each with its definition as
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from delayline.schedules.runs import Armed
 from delayline.schedules.spec import Schedule
@@ -43,19 +44,35 @@ def encode(schedules: Sequence[Armed]) -> bytes:
 
 def decode(value: bytes) -> list[Armed]:
     """The inverse of :func:`encode`. Raises ValueError for a value it did not write."""
-    schedules = []
+    return [decode_line(line) for line in value.splitlines()]
+
+
+def addresses(value: bytes) -> Iterator[tuple[tuple[str, str], bytes]]:
+    """Each schedule's ``(topic, name)`` in a stored value, with its line for
+    :func:`decode_line`: a listing picks its schedules by address before it decodes
+    and checks their definitions. Raises ValueError for a value :func:`encode` did not
+    write."""
     for line in value.splitlines():
-        data = json.loads(line)
-        if data.get("v") != STATE_VERSION:
-            raise ValueError(f"a schedule's state has format {data.get('v')!r}, not 1")
-        schedules.append(
-            Armed(
-                schedule=Schedule.from_json(data["definition"], STORED),
-                version=data["version"],
-                next_run_ms=data["next_run_ms"],
-                handed_until_ms=data["handed_until_ms"],
-                runs=data["runs"],
-                skipped=data["skipped"],
-            )
-        )
-    return schedules
+        definition = json.loads(_fields(line)["definition"])
+        yield (definition["topic"], definition["name"]), line
+
+
+def decode_line(line: bytes) -> Armed:
+    """One schedule of a stored value (a line of it). Raises ValueError for a line
+    :func:`encode` did not write."""
+    data = _fields(line)
+    return Armed(
+        schedule=Schedule.from_json(data["definition"], STORED),
+        version=data["version"],
+        next_run_ms=data["next_run_ms"],
+        handed_until_ms=data["handed_until_ms"],
+        runs=data["runs"],
+        skipped=data["skipped"],
+    )
+
+
+def _fields(line: bytes) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(line)
+    if data.get("v") != STATE_VERSION:
+        raise ValueError(f"a schedule's state has format {data.get('v')!r}, not 1")
+    return data

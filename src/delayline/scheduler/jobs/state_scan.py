@@ -13,6 +13,12 @@ offsets (:func:`unsettled`): a message sent a moment before the listing, still
 on the inbound stream or in the batch in flight, is listed as ``inbound``, so
 that a cancel by key finds it. A message leaves the inbound feeds only when a
 later batch commits, which holds it in the state from then on.
+
+A listing of recurring schedules (:func:`scan_schedules`) reads the schedule keys
+only, told apart from the message slots by the key column in Spark
+(:data:`~delayline.schedules.ops.SCHEDULE_KEYS_BELOW`), and decodes only the
+schedules it asks for. It reads no inbound feed: a schedule put a moment ago is
+listed once a batch has committed it, within about a second.
 """
 
 from __future__ import annotations
@@ -22,13 +28,16 @@ import heapq
 import itertools
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import col
 
+from delayline import timing
 from delayline.errors import SchedulerError
-from delayline.listing import ListRequest, PendingMessage
+from delayline.listing import SCHEDULES, ListRequest, PendingMessage
 from delayline.redis.list_requests import ListRequests
 from delayline.scheduler.background import Background
 from delayline.scheduler.jobs.checkpoint_files import NO_BATCH_YET, CheckpointFiles
@@ -37,10 +46,14 @@ from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for
 from delayline.scheduler.pipeline.feeds import START_ID, id_order, kafka_prefix, offset_fields
 from delayline.scheduler.pipeline.records import to_packed
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.schedules import ops, state
+from delayline.schedules.listed import ListedSchedule
 
 #: How many times a listing reads the inbound feeds past the last committed batch,
 #: should a batch commit during each read (a read takes milliseconds, a batch seconds).
 UNSETTLED_READS = 5
+
+T = TypeVar("T")
 
 #: A listed send: (deliver_at_ms, id, topic, key, attempt, body_bytes).
 Listed = tuple[int, str, str, str, int, int]
@@ -122,6 +135,56 @@ def unsettled(
     ]
 
 
+def selected_schedules(
+    request_json: str, now_ms: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The first ``limit`` schedules by topic, then name, in ``batches`` of schedule
+    keys' states (one state partition) that the request asks for, as they stand at
+    ``now_ms``. Runs in a Python worker; only those are decoded and checked."""
+    request = ListRequest.from_json(request_json)
+    candidates = (
+        (address, line)
+        for batch in batches
+        for value in batch.column(0).to_pylist()
+        for address, line in state.addresses(value)
+        if request.selects_schedule(*address)
+    )
+    chosen = heapq.nsmallest(request.limit, candidates, key=lambda candidate: candidate[0])
+    rows = [
+        {
+            "topic": topic,
+            "name": name,
+            "row": ListedSchedule.of(state.decode_line(line), now_ms).dumps(),
+        }
+        for (topic, name), line in chosen
+    ]
+    yield pa.RecordBatch.from_pylist(rows, schema=schemas.LISTED_SCHEDULE_ARROW)
+
+
+def state_entries(
+    spark: SparkSession, checkpoint: str, batch_id: int, request: ListRequest
+) -> DataFrame:
+    """The elements (``pack``) of the ``entries`` state after batch ``batch_id`` that
+    ``request`` may ask for: those of the message slots for messages, of the schedule
+    keys for schedules (of the one key that holds it, for a schedule named with its
+    topic). The keys are told apart in Spark, on the key column."""
+    key = col("key.wheel_key")
+    if request.kind != SCHEDULES:
+        kept = key >= ops.SCHEDULE_KEYS_BELOW
+    elif request.topic is not None and request.name is not None:
+        kept = key == ops.schedule_key(request.topic, request.name)
+    else:
+        kept = key < ops.SCHEDULE_KEYS_BELOW
+    return (
+        spark.read.format("statestore")
+        .option("stateVarName", "entries")
+        .option("batchId", batch_id)
+        .load(checkpoint)
+        .where(kept)
+        .select("list_element.pack")
+    )
+
+
 def scan_state(
     spark: SparkSession, checkpoint: str, request: ListRequest, group: str, batch_id: int
 ) -> list[PendingMessage]:
@@ -130,16 +193,36 @@ def scan_state(
     ``group`` (for its progress)."""
     spark.sparkContext.setJobGroup(group, "delayline listing", interruptOnCancel=True)
     pending = (
-        spark.read.format("statestore")
-        .option("stateVarName", "entries")
-        .option("batchId", batch_id)
-        .load(checkpoint)
-        .select("list_element.pack")
+        state_entries(spark, checkpoint, batch_id, request)
         .mapInArrow(functools.partial(selected, request.to_json()), schemas.LISTED)
         .orderBy("deliver_at_ms", "id")
         .limit(request.limit)
     )
     return [PendingMessage(**row.asDict(), where="state") for row in pending.collect()]
+
+
+def scan_schedules(
+    spark: SparkSession,
+    checkpoint: str,
+    request: ListRequest,
+    group: str,
+    batch_id: int,
+    now_ms: int,
+) -> list[ListedSchedule]:
+    """The first ``request.limit`` schedules in the state after batch ``batch_id`` that
+    it asks for, by topic then name, as they stand at ``now_ms``, as Spark job group
+    ``group``."""
+    spark.sparkContext.setJobGroup(group, "delayline listing", interruptOnCancel=True)
+    listed_ones = (
+        state_entries(spark, checkpoint, batch_id, request)
+        .mapInArrow(
+            functools.partial(selected_schedules, request.to_json(), now_ms),
+            schemas.LISTED_SCHEDULE,
+        )
+        .orderBy("topic", "name")
+        .limit(request.limit)
+    )
+    return [ListedSchedule.from_json(row["row"]) for row in listed_ones.collect()]
 
 
 class ListingServer(Background):
@@ -175,19 +258,39 @@ class ListingServer(Background):
         watcher = threading.Thread(target=self._watch, args=(listing_id, group, done), daemon=True)
         watcher.start()
         try:
-            batch_id, records = self._unsettled(request)
-            rows = [] if batch_id < 0 else self._scan(request, group, batch_id)
+            if request.kind == SCHEDULES:
+                rows: list[PendingMessage] | list[ListedSchedule] = self._schedules(request, group)
+            else:
+                rows = self._messages(request, group)
         except Exception as exc:  # any failure is the listing's, not the service's
             done.set()
             self._listings.fail(listing_id, f"the scan failed: {exc}"[:1000])
             return
         done.set()
         watcher.join()
+        self._listings.finish(listing_id, rows)
+
+    def _messages(self, request: ListRequest, group: str) -> list[PendingMessage]:
+        """The state's messages, and the inbound feeds' past the batch scanned."""
+        batch_id, records = self._unsettled(request)
+        rows: list[PendingMessage] = []
+        if batch_id >= 0:
+            location = self._checkpoint.location
+            rows = self._scan(lambda: scan_state(self._spark, location, request, group, batch_id))
         # A message of the state cancelled since, on an inbound feed, is not listed.
         cancelled = {record.id for record in records if record.kind in packs.CANCELS}
         rows = [row for row in rows if row.id not in cancelled]
-        rows += [inbound_row(send) for send in listed(request, records)]
-        self._listings.finish(listing_id, rows)
+        return rows + [inbound_row(send) for send in listed(request, records)]
+
+    def _schedules(self, request: ListRequest, group: str) -> list[ListedSchedule]:
+        """The schedules of the last committed batch, as they stand now."""
+        batch_id = self._checkpoint.last_batch("commits")
+        if batch_id < 0:
+            return []
+        location, now_ms = self._checkpoint.location, timing.now_ms()
+        return self._scan(
+            lambda: scan_schedules(self._spark, location, request, group, batch_id, now_ms)
+        )
 
     def _unsettled(self, request: ListRequest) -> tuple[int, list[packs.Record]]:
         """(the last committed batch, or -1, and the records past its offsets). Read
@@ -203,9 +306,9 @@ class ListingServer(Background):
             f"batches committed during each of {UNSETTLED_READS} reads of the inbound feeds"
         )
 
-    def _scan(self, request: ListRequest, group: str, batch_id: int) -> list[PendingMessage]:
+    def _scan(self, scan: Callable[[], list[T]]) -> list[T]:
         try:
-            return scan_state(self._spark, self._checkpoint.location, request, group, batch_id)
+            return scan()
         except Exception as exc:
             if NO_BATCH_YET in str(exc):  # a first batch not committed yet: nothing held
                 return []

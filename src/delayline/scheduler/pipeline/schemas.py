@@ -3,8 +3,8 @@ where Python builds the rows.
 
 Messages travel as packs (see :mod:`delayline.scheduler.pipeline.packs`): one
 binary value per wheel key, not one row per message. The streaming query uses
-SOURCE, ENTRIES and OUTPUT; the jobs over the checkpoint use LISTED (the state
-scan) and DRAINED (the drain).
+SOURCE, ENTRIES and OUTPUT; the jobs over the checkpoint use LISTED and
+LISTED_SCHEDULE (the state scan) and DRAINED (the drain).
 """
 
 from __future__ import annotations
@@ -51,6 +51,19 @@ LISTED_ARROW = pa.schema(
         ("attempt", pa.int32()),
         ("body_bytes", pa.int64()),
     ]
+)
+
+#: A schedule listed by the state scan, in the order it sorts by: its row is
+#: :meth:`delayline.schedules.listed.ListedSchedule.dumps`'s JSON.
+LISTED_SCHEDULE = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("name", StringType()),
+        StructField("row", StringType()),
+    ]
+)
+LISTED_SCHEDULE_ARROW = pa.schema(
+    [("topic", pa.string()), ("name", pa.string()), ("row", pa.string())]
 )
 
 #: What each state partition's task of a drain reports.
