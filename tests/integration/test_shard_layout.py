@@ -9,6 +9,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from delayline import Client
@@ -18,6 +19,7 @@ from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
 from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver
+from delayline.scheduler.pump import Pump
 from delayline.scheduler.runtime.runner import Scheduler
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.testing import wait_for
@@ -171,6 +173,29 @@ def test_a_scheduler_pumps_the_outbox_of_every_shard_count_used(
     assert entry[b"id"] == left.encode()
     assert int(entry[b"delivered_at_ms"]) >= deliver_at_ms_of(left)
     assert raw_redis.hget(keys.CONFIG, keys.SHARD_HISTORY) == b"1,2"
+
+
+def test_the_pumps_start_once_however_soon_the_first_one_prepares(
+    redis_url: str, raw_redis: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first pump's preparation adds a pump for the unsharded outbox of the older
+    count while the others start: here it is given every chance to finish first."""
+    with Client(redis_url) as client:
+        client.send("t", b"x", delay=300)  # unsharded: a pump for its outbox is added
+    settings = SchedulerSettings(redis_url=redis_url, inbound_shards=SHARDS, data_dir=tmp_path)
+    scheduler = Scheduler(settings)
+    started = Pump.start
+
+    def start_then_let_it_prepare(pump: Pump) -> None:
+        started(pump)
+        scheduler._prepared.wait(2)
+
+    monkeypatch.setattr(Pump, "start", start_then_let_it_prepare)
+    try:
+        scheduler.start_pumps()  # raised "threads can only be started once"
+        wait_for(lambda: raw_redis.xlen("t") == 1, 10, "the unsharded outbox to be pumped")
+    finally:
+        scheduler.stop()
 
 
 def sink_one_due(store: DeliveryStore, topic: str) -> tuple[keys.ShardKeys, str]:

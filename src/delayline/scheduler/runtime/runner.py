@@ -148,8 +148,11 @@ class Scheduler:
     def start_pumps(self) -> None:
         """Start a pump for each shard's outbox; the first to run claims the shard layout
         and starts one for each shard of an older count (:meth:`_prepare`)."""
-        for pump in self._pumps:
-            pump.start()
+        # Under _prepare's lock: the first pump's _prepare adds (and starts) a pump for
+        # each shard of an older count, which this loop must not meet and start again.
+        with self._prepare_lock:
+            for pump in self._pumps:
+                pump.start()
 
     def wait_ready(self, timeout_s: float = 300.0) -> None:
         """Block until the first batch has completed: then deliveries flow at full speed.
