@@ -99,6 +99,19 @@ def next_run(schedule: Schedule, after_ms: int) -> int | None:
     return run_ms
 
 
+def upcoming(schedule: Schedule, after_ms: int, count: int) -> list[int]:
+    """The first ``count`` runs of ``schedule`` were it put at ``after_ms``: after that
+    instant, within its start and end, and no more than its ``max_runs``."""
+    most = count if schedule.max_runs is None else min(count, schedule.max_runs)
+    runs: list[int] = []
+    while len(runs) < most:
+        run_ms = next_run(schedule, runs[-1] if runs else after_ms)
+        if run_ms is None:
+            break
+        runs.append(run_ms)
+    return runs
+
+
 def runs_in(schedule: Schedule, after_ms: int, until_ms: int, limit: int) -> list[int]:
     """The schedule's runs r with ``after_ms < r <= until_ms``, the first ``limit``."""
     return [
