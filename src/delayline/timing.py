@@ -33,16 +33,17 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"([0-9]{1,15})(ms|s|m|h|d)")
 
 
-def parse_duration_ms(text: str) -> int:
+def parse_duration_ms(text: str, field: str = "delay") -> int:
     """Parse a duration such as ``90s``, ``30m``, ``2h``, ``15d``, ``1h30m`` or ``250ms``.
 
-    Raises ValidationError for anything else (a bare number has no unit: refused).
+    Raises ValidationError naming ``field`` for anything else (a bare number has no
+    unit: refused).
     """
     compact = text.strip().replace(" ", "")
     parts = _DURATION.findall(compact)
     if not compact or "".join(number + unit for number, unit in parts) != compact:
         raise ValidationError(
-            "delay", "duration", f"not a duration: {text!r} (examples: 250ms, 90s, 30m, 2h, 15d)"
+            field, "duration", f"not a duration: {text!r} (examples: 250ms, 90s, 30m, 2h, 15d)"
         )
     return sum(int(number) * _UNIT_MS[unit] for number, unit in parts)
 

@@ -180,7 +180,7 @@ def test_levels() -> None:
     "command",
     [
         "run", "api", "send", "cancel", "status", "tail", "stats", "levels", "cluster",
-        "entrypoint", "kafka-headers",
+        "entrypoint", "kafka-headers", "schedule",
     ],
 )  # fmt: skip
 def test_every_command_has_help_with_an_example(command: str) -> None:

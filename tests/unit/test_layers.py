@@ -163,6 +163,19 @@ def test_client_commands_work_without_the_server_extra() -> None:
     assert "send" in done.stdout
 
 
+def test_schedule_commands_work_without_the_server_extra() -> None:
+    # ``schedule next`` computes runs (croniter, zoneinfo) and touches no Redis.
+    done = run_blocked(
+        SERVER_MODULES | SERVER_PARTS,
+        """
+        from delayline.cli import main
+        main(["schedule", "next", "--cron", "0 9 * * *", "--tz", "Europe/Paris", "-n", "1"])
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "next 1 run, in Europe/Paris and in UTC:" in done.stdout
+
+
 def test_sending_through_kafka_without_confluent_kafka_names_the_extra() -> None:
     done = run_blocked(
         SERVER_MODULES,

@@ -45,6 +45,26 @@ def test_a_firing_hands_over_every_run_within_the_horizon_and_arms_the_next() ->
     assert again.runs == []
 
 
+def test_upcoming_runs_are_those_of_a_schedule_put_then() -> None:
+    assert runs.preview(every(60_000), T0 + 1, 3) == [T0 + 60_000, T0 + 120_000, T0 + 180_000]
+    assert runs.preview(every(60_000), T0, 0) == []
+    bounded = every(60_000, start_ms=T0 + 120_000, end_ms=T0 + 240_000)
+    assert runs.preview(bounded, T0, 10) == [T0 + 120_000, T0 + 180_000, T0 + 240_000]
+    assert runs.preview(every(60_000, max_runs=2), T0, 10) == [T0 + 60_000, T0 + 120_000]
+    explicit = Schedule.create("t", "n", b"", Times((T0 - 1, T0 + 5)), limits=Limits())
+    assert runs.preview(explicit, T0, 10) == [T0 + 5]
+    # The cron's own rules: 02:30 in Paris on the day it skips is 03:00 CEST (01:00Z).
+    paris = Schedule.create(
+        "t", "n", b"", parse_cron("30 2 * * *", "Europe/Paris"), limits=Limits()
+    )
+    march_27 = 1_806_111_000_000  # 2027-03-27T01:30:00Z, 02:30 CET
+    assert runs.preview(paris, march_27 - 1, 3) == [
+        march_27,
+        march_27 + 86_400_000 - 1_800_000,
+        march_27 + 2 * 86_400_000 - 3_600_000,
+    ]
+
+
 def test_run_ids_are_derived_from_schedule_version_and_time() -> None:
     schedule = every(1_000)
     first = runs.hand_off(runs.arm(schedule, "v1", T0), now_ms=T0, horizon_ms=5_000)

@@ -42,6 +42,41 @@ def test_a_definition_reads_back_what_it_wrote() -> None:
         assert Schedule.from_json(schedule.to_json(), LIMITS) == schedule
 
 
+def test_the_view_is_the_definition_in_the_terms_a_person_gives() -> None:
+    cron = Schedule.create(
+        "reports", "nightly", "run", parse_cron("30 2 * * *", "Europe/Paris"), limits=LIMITS,
+        key="k", headers={"a": "b"}, start_ms=1_796_115_600_000, max_runs=3,
+        catch_up=CatchUp.create(ALL, window_ms=5_400_000, max_runs=7),
+    )  # fmt: skip
+    assert cron.to_view() == {
+        "topic": "reports",
+        "name": "nightly",
+        "body": "run",
+        "key": "k",
+        "headers": {"a": "b"},
+        "cron": "30 2 * * *",
+        "tz": "Europe/Paris",
+        "start": "2026-12-01T09:00:00.000Z",
+        "max_runs": 3,
+        "paused": False,
+        "catch_up": "all",
+        "catch_up_window": "90m",
+        "catch_up_max_runs": 7,
+    }
+    every = Schedule.create("t", "n", b"\xff", Every(900_000, 250), limits=LIMITS, end_ms=9)
+    view = every.to_view()
+    assert (view["body_b64"], "body" in view, "key" in view) == ("/w==", False, False)
+    assert (view["every"], view["anchor"], view["end"]) == (
+        "15m",
+        "1970-01-01T00:00:00.250Z",
+        "1970-01-01T00:00:00.009Z",
+    )
+    assert Schedule.create("t", "n", b"", Times((2, 1)), limits=LIMITS).to_view()["times"] == [
+        "1970-01-01T00:00:00.001Z",
+        "1970-01-01T00:00:00.002Z",
+    ]
+
+
 @settings(max_examples=50, deadline=None)
 @given(body=st.binary(max_size=200), name=st.from_regex(r"[A-Za-z0-9._:-]{1,40}", fullmatch=True))
 def test_any_body_and_name_survive_the_encoding(body: bytes, name: str) -> None:

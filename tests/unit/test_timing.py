@@ -69,6 +69,15 @@ def test_parse_duration_refuses_garbage(text: str) -> None:
         timing.parse_duration_ms(text)
 
 
+def test_a_refused_duration_names_the_field_it_was_given_for() -> None:
+    with pytest.raises(ValidationError) as caught:
+        timing.parse_duration_ms("a while")
+    assert (caught.value.field, caught.value.rule) == ("delay", "duration")
+    with pytest.raises(ValidationError) as caught:
+        timing.parse_duration_ms("a while", "catch_up_window")
+    assert (caught.value.field, caught.value.rule) == ("catch_up_window", "duration")
+
+
 def test_aware_datetimes_convert_to_epoch_ms_and_back() -> None:
     moment = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
     assert timing.to_epoch_ms(moment) == 1_796_115_600_000

@@ -8,6 +8,9 @@ Routes (OpenAPI at ``/openapi.json``; Swagger UI at ``/docs`` when asked for):
 - ``DELETE /v1/messages/{id}``: cancel (404 unknown, 409 already delivered or rejected).
 - ``PATCH /v1/messages/{id}``: reschedule (404 unknown, 409 no longer pending).
 - ``DELETE /v1/messages?topic=&key=``, ``PATCH /v1/messages?topic=&key=``: by producer key.
+- ``PUT /v1/schedules/{topic}/{name}``: put a recurring schedule (the definition stored).
+- ``DELETE /v1/schedules/{topic}/{name}``, ``POST .../pause``, ``POST .../resume``: 202,
+  applied by the scheduler's next batch.
 - ``GET /v1/pending``: the forecast, pending messages per time bucket and topic.
 - ``GET /v1/pending/messages``: the pending messages themselves (a scan of the state).
 - ``GET /v1/stats``: counters, lateness, the scheduler's last batch (``delayline stats``).
@@ -37,7 +40,7 @@ from delayline.api.middleware import (
     JsonBodies,
     RequestSizeLimit,
 )
-from delayline.api.routes import dashboard, messages, monitoring, pending
+from delayline.api.routes import dashboard, messages, monitoring, pending, schedules
 from delayline.async_client import AsyncClient
 from delayline.validation import Limits
 
@@ -85,6 +88,6 @@ def create_app(
         app.add_middleware(BearerTokenAuth, token=api_token)
     app.add_middleware(HostAllowList, hosts=allowed_hosts)
     add_error_handlers(app)
-    for area in (messages, pending, monitoring, dashboard):
+    for area in (messages, schedules, pending, monitoring, dashboard):
         app.include_router(area.router)
     return app

@@ -21,6 +21,21 @@ from delayline.validation import Limits
 
 #: Most messages one batch request may carry.
 MAX_BATCH = 10_000
+#: The pattern of a topic's name, for the schema (delayline.validation enforces it).
+TOPIC_PATTERN = "^[A-Za-z0-9._:-]{1,249}$"
+
+
+def body_of(body: str | None, body_b64: str | None) -> bytes | str:
+    """The body a request gives as text (``body``) or in base64 (``body_b64``): exactly
+    one of them. Raises ValidationError."""
+    if (body is None) == (body_b64 is None):
+        raise ValidationError("body", "exclusive", "give exactly one of body or body_b64")
+    if body is not None:
+        return body  # UTF-8 encoded by validation, which refuses a lone surrogate
+    try:
+        return base64.b64decode(body_b64 or "", validate=True)
+    except ValueError:  # binascii.Error, or non-ASCII text
+        raise ValidationError("body_b64", "base64", "body_b64 is not valid base64") from None
 
 
 class When(TypedDict):
@@ -73,7 +88,7 @@ class MessageIn(WhenIn):
     # Documented in the schema; enforced (with delayline's own error names) by to_message.
     topic: StrictStr = Field(
         examples=["orders.timeout"],
-        json_schema_extra={"pattern": "^[A-Za-z0-9._:-]{1,249}$"},
+        json_schema_extra={"pattern": TOPIC_PATTERN},
     )
     body: StrictStr | None = Field(default=None, examples=["order-42"])
     body_b64: StrictStr | None = Field(default=None, description="The body, base64-encoded.")
@@ -82,21 +97,9 @@ class MessageIn(WhenIn):
 
     def to_message(self, *, now_ms: int, limits: Limits) -> Message:
         """The validated message. Raises ValidationError naming the field and rule."""
-        if (self.body is None) == (self.body_b64 is None):
-            raise ValidationError("body", "exclusive", "give exactly one of body or body_b64")
-        body: bytes | str
-        if self.body is not None:
-            body = self.body  # UTF-8 encoded by validation, which refuses a lone surrogate
-        else:
-            try:
-                body = base64.b64decode(self.body_b64 or "", validate=True)
-            except ValueError:  # binascii.Error, or non-ASCII text
-                raise ValidationError(
-                    "body_b64", "base64", "body_b64 is not valid base64"
-                ) from None
         return Message.create(
             self.topic,
-            body,
+            body_of(self.body, self.body_b64),
             now_ms=now_ms,
             limits=limits,
             key=self.key,

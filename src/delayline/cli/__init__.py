@@ -2,6 +2,8 @@
 
 - :mod:`.client_commands`: a producer's and a consumer's (send, cancel, status, ...);
   what ``pip install delayline`` serves.
+- :mod:`.schedule_commands`: ``delayline schedule``, recurring schedules (add, pause,
+  resume, rm, next); client commands too.
 - :mod:`.operator_commands`: stats, pending, and drain.
 - :mod:`.server_commands`: run, api and entrypoint; the server extra loads inside them.
 - :mod:`.cluster_commands`: ``delayline cluster``, a Spark standalone cluster.
@@ -19,7 +21,13 @@ from typing import Any
 import click
 
 from delayline.__about__ import __version__
-from delayline.cli import client_commands, cluster_commands, operator_commands, server_commands
+from delayline.cli import (
+    client_commands,
+    cluster_commands,
+    operator_commands,
+    schedule_commands,
+    server_commands,
+)
 from delayline.errors import ConfigurationError, DelaylineError, ValidationError
 
 #: Exit codes: 1 for a runtime failure, 2 for bad usage, input or configuration.
@@ -60,6 +68,7 @@ main.add_command(client_commands.reschedule)
 main.add_command(client_commands.status)
 main.add_command(client_commands.tail)
 main.add_command(client_commands.levels)
+main.add_command(schedule_commands.schedule)
 main.add_command(operator_commands.stats)
 main.add_command(operator_commands.pending)
 main.add_command(operator_commands.drain)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import TypedDict
 
 from delayline.errors import ValidationError, quoted
 from delayline.plans import Plan, xadd
@@ -21,6 +22,26 @@ from delayline.validation import Limits, validate_topic
 
 #: The actions that name a schedule without a definition.
 CHANGES = (ops.PAUSE, ops.RESUME, ops.DELETE)
+
+
+class ScheduleArguments(TypedDict, total=False):
+    """:func:`definition_from`'s keyword arguments (but ``limits``) as the HTTP API and
+    the CLI pass them on: times in epoch ms, their text already parsed."""
+
+    cron: str | None
+    tz: str | None
+    every: int | str | None
+    anchor: int | None
+    times: Iterable[int] | None
+    start: int | None
+    end: int | None
+    max_runs: int | None
+    paused: bool
+    catch_up: str
+    catch_up_window: int | None
+    catch_up_max_runs: int | None
+    key: str | None
+    headers: Mapping[str, str] | None
 
 
 def definition_from(
@@ -134,14 +155,20 @@ def _recurrence(
 
 
 def _epoch_ms(moment: datetime | int, field: str) -> int:
-    """Epoch ms of an aware datetime or of epoch ms. Raises ValidationError naming ``field``."""
+    """Epoch ms of an aware datetime or of epoch ms, from 1970 to 9999. Raises
+    ValidationError naming ``field``."""
     if isinstance(moment, datetime):
-        return to_epoch_ms(moment, field)
-    if isinstance(moment, int) and not isinstance(moment, bool):
-        return in_range_ms(moment, field)
-    raise ValidationError(
-        field, "type", f"{field} must be an aware datetime or epoch ms; got {quoted(moment)}"
-    )
+        epoch_ms = to_epoch_ms(moment, field)
+    elif isinstance(moment, int) and not isinstance(moment, bool):
+        epoch_ms = in_range_ms(moment, field)
+    else:
+        raise ValidationError(
+            field, "type", f"{field} must be an aware datetime or epoch ms; got {quoted(moment)}"
+        )
+    if epoch_ms < 0:
+        # Nothing runs before 1970; and a time before year 1 could not be shown.
+        raise ValidationError(field, "range", f"{field} is before 1970-01-01T00:00:00Z")
+    return epoch_ms
 
 
 def _duration_ms(duration: timedelta | int, field: str) -> int:

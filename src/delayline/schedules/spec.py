@@ -36,6 +36,7 @@ from delayline.schedules.recurrence import (
     parse_every,
     parse_times,
 )
+from delayline.timing import format_duration, format_time
 from delayline.validation import (
     Limits,
     validate_body,
@@ -205,6 +206,37 @@ class Schedule:
             },
             separators=(",", ":"),
         )
+
+    def to_view(self) -> dict[str, Any]:
+        """The definition as a person reads it, in the terms that the HTTP API and the CLI
+        take (not an encoding to store): times in RFC 3339 (UTC), durations such as
+        ``15m``, the body as text, or as ``body_b64`` unless it is UTF-8; absent values
+        left out."""
+        view: dict[str, Any] = {"topic": self.topic, "name": self.name}
+        try:
+            view["body"] = self.body.decode("utf-8")
+        except UnicodeDecodeError:
+            view["body_b64"] = base64.b64encode(self.body).decode()
+        if self.key is not None:
+            view["key"] = self.key
+        view["headers"] = dict(self.headers)
+        recurrence = self.recurrence
+        if isinstance(recurrence, Cron):
+            view.update(cron=recurrence.expression, tz=recurrence.tz)
+        elif isinstance(recurrence, Every):
+            view["every"] = format_duration(recurrence.period_ms)
+            view["anchor"] = format_time(recurrence.anchor_ms)
+        else:
+            view["times"] = [format_time(time_ms) for time_ms in recurrence.times_ms]
+        bounds = {"start": self.start_ms, "end": self.end_ms}
+        view.update({name: format_time(ms) for name, ms in bounds.items() if ms is not None})
+        if self.max_runs is not None:
+            view["max_runs"] = self.max_runs
+        view["paused"] = self.paused
+        view["catch_up"] = self.catch_up.policy
+        view["catch_up_window"] = format_duration(self.catch_up.window_ms)
+        view["catch_up_max_runs"] = self.catch_up.max_runs
+        return view
 
     @classmethod
     def from_json(cls, text: str | bytes, limits: Limits) -> Schedule:
