@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from delayline import Client
 from delayline.redis.embedded import EmbeddedRedis
 from delayline.scheduler.pinning import PINNED_FILE
 from delayline.testing import SMALL_WHEEL
@@ -58,6 +59,12 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         )
         # Due over the next 40 s: most wait in the state (coarse and fine slots) at the stop.
         workload = send_workload(own_redis.url, max_delay_ms=40_000, inbound_shards=2)
+        # Two schedules with nothing in the outbox at the stop (the forecast is checked
+        # below): one run in an hour, and a paused one.
+        with Client(own_redis.url) as client:
+            in_an_hour = int(own_raw.time()[0]) * 1000 + 3_600_000
+            client.schedule("later", "drained.schedules", b"x", times=[in_an_hour])
+            client.schedule("tick", "drained.schedules", b"x", every="2s", paused=True)
         wait_for(lambda: len(arrivals(own_raw, TOPICS)) >= 100, 60, "the first deliveries", [first])
         assert first.interrupt(60) == 0, first.output[-3000:]
         delivered_before = len(arrivals(own_raw, TOPICS))
@@ -66,6 +73,7 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         drained = subprocess.run(drain, capture_output=True, text=True, timeout=300)
         assert drained.returncode == 0, drained.stdout[-3000:] + drained.stderr[-3000:]
         count = int(drained.stdout.split("drained   ")[1].split()[0])
+        assert "drained   2 recurring schedules" in drained.stdout
         # The drain's pumps delivered what waited in the outboxes.
         assert sum(own_raw.zcard(shard.outbox) for shard in shard_layout(own_raw)) == 0
         delivered_by_drain = len(arrivals(own_raw, TOPICS)) - delivered_before
@@ -92,5 +100,11 @@ def test_a_drained_checkpoint_hands_every_message_to_one_with_new_settings(
         )
         # The stop makes messages late; what must hold is once, never early, none lost.
         check_exactly_once(own_raw, workload, max_late_ms=None)
+        # The schedules came across, the paused one paused.
+        with Client(own_redis.url) as client:
+            listed = {s.name: s for s in client.schedules(topic="drained.schedules")}
+        assert sorted(listed) == ["later", "tick"]
+        assert listed["later"].next_run_ms == in_an_hour
+        assert listed["tick"].state == "paused"
         pinned = json.loads((data_dir / PINNED_FILE).read_text())
         assert (pinned["state_partitions"], pinned["inbound_shards"]) == (3, 3)

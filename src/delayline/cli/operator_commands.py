@@ -214,6 +214,8 @@ def drain(redis_url: str | None, redis_port: int, data_dir: Path, checkpoint: st
         settings, embedded_port=None if redis_url else redis_port, echo=click.echo
     )
     click.echo(f"drained   {report.messages} pending messages onto the inbound stream")
+    if report.schedules:
+        click.echo(f"drained   {report.schedules} recurring schedules, put again for the next run")
     if report.left_in_outboxes:
         click.echo(
             f"outboxes  {report.left_in_outboxes} entries not yet due; the next run delivers them"

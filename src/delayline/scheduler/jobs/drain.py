@@ -19,6 +19,10 @@ run`` starts a new one, with any settings, that reads those messages back.
   source records raw ones). A cancelled message is handed over all the same,
   and dropped when it comes due, as it would have been: the drop counts it,
   marks its status and, for a reschedule, sends its copy.
+- **Schedules** are handed over as puts of their definitions (paused ones
+  paused), which the new checkpoint arms afresh: their runs start after its
+  first batch, as a new definition's do; runs that fell between the two are
+  not caught up, and the counts of runs and skipped runs start again.
 - **The inbound streams.** What the old checkpoint committed is trimmed away;
   what it did not read stays for the new one.
 - **The outboxes.** What waits there is due within the horizon. While it
@@ -42,7 +46,8 @@ import pyarrow as pa
 from py4j.protocol import Py4JError
 from pyspark import TaskContext
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
+from pyspark.sql.functions import col
 
 from delayline.chunking import chunks
 from delayline.errors import ConfigurationError, SchedulerError
@@ -59,6 +64,9 @@ from delayline.scheduler.pipeline.feeds import offset_fields
 from delayline.scheduler.pipeline.records import CASCADE_FIELD
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.schedules import ops, state
+from delayline.schedules.ops import PUT, ScheduleOp
+from delayline.schedules.spec import Schedule
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers
 
@@ -79,6 +87,8 @@ class DrainReport:
     #: Entries still in the outboxes when the drain stopped waiting for them; the
     #: next run's pumps deliver them.
     left_in_outboxes: int = 0
+    #: Recurring schedules appended as puts.
+    schedules: int = 0
 
 
 def as_inbound_record(record: packs.Record, *, now_ms: int, limits: Limits) -> dict[bytes, bytes]:
@@ -117,6 +127,42 @@ def hand_over(
     yield pa.RecordBatch.from_pylist(
         [{"partition": partition, "messages": len(sends)}], schema=schemas.DRAINED_ARROW
     )
+
+
+def hand_over_schedules(
+    redis_url: str, marker: str, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Append a put of every schedule in one state partition's ``batches`` (the encoded
+    schedules of its schedule keys) to the default inbound stream, once, as
+    :func:`hand_over` does messages. Runs in a Python worker."""
+    context = TaskContext.get()
+    assert context is not None
+    partition = context.partitionId()
+    at_ms = now_ms()
+    puts = sorted(
+        (
+            armed.schedule
+            for batch in batches
+            for data in batch.column(0).to_pylist()
+            for armed in state.decode(data)
+        ),
+        key=lambda schedule: schedule.address,
+    )
+    inbound = inbound_for(redis_url)
+    done = inbound.drained_chunks(marker, partition)
+    for chunk, part in enumerate(
+        chunks(puts, max_items=CHUNK_MESSAGES, max_bytes=CHUNK_BYTES, size_of=_definition_bytes)
+    ):
+        if chunk >= done:
+            records = [ScheduleOp(PUT, s.topic, s.name, at_ms, s).to_record() for s in part]
+            inbound.append_drained(marker, partition, chunk, records)
+    yield pa.RecordBatch.from_pylist(
+        [{"partition": partition, "messages": len(puts)}], schema=schemas.DRAINED_ARROW
+    )
+
+
+def _definition_bytes(schedule: Schedule) -> int:
+    return len(schedule.body) * 4 // 3 + len(schedule.topic) + len(schedule.name) + 500
 
 
 def refuse_early(settings: SchedulerSettings) -> None:
@@ -198,13 +244,25 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
             inbound.forget_wakeups()
             trim_committed(inbound, files, int(recorded.get("inbound_shards", 1)))
             marker = keys.drain_marker(query_id)
-            messages = _append_pending(spark, settings, files.location, marker)
+            key = col("key.wheel_key")
+            messages = _append_pending(
+                spark,
+                files.location,
+                key >= ops.SCHEDULE_KEYS_BELOW,
+                functools.partial(hand_over, settings.redis_url, marker, settings.limits),
+            )
+            schedules = _append_pending(
+                spark,
+                files.location,
+                key < ops.SCHEDULE_KEYS_BELOW,
+                functools.partial(hand_over_schedules, settings.redis_url, f"{marker}:schedules"),
+            )
             left = wait_until_empty(deadline)
     finally:
         inbound.close()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = files.move_aside(f".drained-{stamp}", keep=settings.data_dir / PINNED_FILE)
-    return DrainReport(messages, aside, left)
+    return DrainReport(messages, aside, left, schedules)
 
 
 @contextmanager
@@ -235,19 +293,22 @@ def outboxes_pumped(settings: SchedulerSettings) -> Iterator[Callable[[float], i
 
 
 def _append_pending(
-    spark: SparkSession, settings: SchedulerSettings, checkpoint: str, marker: str
+    spark: SparkSession,
+    checkpoint: str,
+    kept: Column,
+    append: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
 ) -> int:
-    """Run the Spark job that appends each state partition's pending messages."""
+    """Run the Spark job that ``append``s the elements of the ``entries`` state whose
+    keys are ``kept`` (:func:`hand_over` for the message slots, :func:`hand_over_schedules`
+    for the schedule keys); how many it appended."""
     try:
         reports = (
             spark.read.format("statestore")
             .option("stateVarName", "entries")
             .load(checkpoint)
+            .where(kept)
             .select("list_element.pack")
-            .mapInArrow(
-                functools.partial(hand_over, settings.redis_url, marker, settings.limits),
-                schemas.DRAINED,
-            )
+            .mapInArrow(append, schemas.DRAINED)
             .collect()
         )
     except (PySparkException, Py4JError) as exc:
