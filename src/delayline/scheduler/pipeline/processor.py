@@ -108,30 +108,41 @@ class WheelProcessor(StatefulProcessor):
         else:
             yield from self._fire(slot_ms, coarse, now_ms, b"")
 
+    def _stored(self) -> bytes:
+        """What the key holds: its packs, or a schedule key's encoded schedules."""
+        return b"".join(entry[0] for entry in self._entries.get())
+
+    def _settle(
+        self, stored: bytes, keep: bytes, fire_at_ms: int | None, out: bytes
+    ) -> Iterator[Row]:
+        """Put ``keep`` in the key's state in place of ``stored`` (if it differs), arm
+        its timer at ``fire_at_ms`` (None: none), and emit ``out``."""
+        if keep and keep != stored:
+            self._entries.put([(keep,)])
+        elif not keep and stored:
+            self._entries.clear()
+        if fire_at_ms is not None:
+            self._arm(fire_at_ms)
+        if out:
+            yield Row(pack=out)
+
     def _schedules(self, incoming: bytes, now_ms: int) -> Iterator[Row]:
         """A schedule key: apply its ops, hand its runs over, arm its timer."""
-        stored = b"".join(entry[0] for entry in self._entries.get())
+        stored = self._stored()
         firing = schedule_keys.fire(stored, incoming, now_ms=now_ms, horizon_ms=self._horizon_ms)
-        if firing.stored and firing.stored != stored:
-            self._entries.put([(firing.stored,)])
-        elif not firing.stored and stored:
-            self._entries.clear()
-        if firing.fire_at_ms is not None:
-            self._arm(firing.fire_at_ms)
-        if firing.out:
-            yield Row(pack=firing.out)
+        yield from self._settle(stored, firing.stored, firing.fire_at_ms, firing.out)
 
     def _withdraw(self, incoming: bytes) -> Iterator[Row]:
         """Drop at once the stored messages that a withdrawal names (rarely: this reads
         the key's whole state), for the sink to reschedule."""
-        stored = b"".join(entry[0] for entry in self._entries.get())
+        stored = self._stored()
         out, keep = plan_withdrawal(stored + incoming)
         self._entries.put([(keep,)])
         if out:
             yield Row(pack=out)
 
     def _fire(self, slot_ms: int, coarse: bool, now_ms: int, incoming: bytes) -> Iterator[Row]:
-        stored = b"".join(entry[0] for entry in self._entries.get())
+        stored = self._stored()
         plan = plan_firing(
             stored + incoming,
             now_ms=now_ms,
@@ -142,14 +153,7 @@ class WheelProcessor(StatefulProcessor):
             cancels_until_ms=slot_ms + self._cancel_retention_ms,
             emit_as=packs.CASCADE if coarse else packs.DELIVER,
         )
-        if plan.keep and plan.keep != stored:
-            self._entries.put([(plan.keep,)])
-        elif not plan.keep and stored:
-            self._entries.clear()
-        if plan.next_fire_ms is not None:
-            self._arm(plan.next_fire_ms)
-        if plan.out:
-            yield Row(pack=plan.out)
+        yield from self._settle(stored, plan.keep, plan.next_fire_ms, plan.out)
 
     def close(self) -> None:
         # Called once a partition of a batch is done: one Redis call for all its timers.
