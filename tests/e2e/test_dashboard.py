@@ -1,5 +1,6 @@
 """The dashboard in a real headless browser (Debian's chromium, driven by Selenium),
-against ``delayline api`` and a running scheduler.
+against ``delayline api`` and a running scheduler; and the HTTP routes that list
+pending messages and recurring schedules, which need the scheduler's scan.
 
 The browser and its driver are system packages (``.ci/run`` installs them); a
 machine without them fails here rather than skip.
@@ -26,6 +27,7 @@ from selenium.webdriver.common.by import By
 
 from delayline import Client
 from delayline.redis import keys
+from delayline.schedules.runs import preview
 from delayline.testing import free_port
 from delayline.timing import format_time, now_ms
 from tests.support.harness import Service, wait_for
@@ -49,9 +51,17 @@ const hot = [...svg.querySelectorAll("path.hot")].map((mark) => mark.dataset.at)
 return {total: +svg.dataset.total, by: svg.dataset.by, bars, hot};
 """
 
+#: The schedules panel as data: a row of cell texts per schedule.
+SCHEDULES_JS = """
+return [...document.querySelectorAll("#schedules tr")].map(
+  (row) => [...row.cells].map((cell) => cell.textContent));
+"""
+DAY_MS = 86_400_000
 
-@pytest.fixture
+
+@pytest.fixture(scope="module")
 def api_url(default_service: Service) -> Iterator[str]:
+    """``delayline api`` on the shared service, for the module: it keeps no state."""
     port = free_port()
     args = ["--redis-url", default_service.url, "--port", str(port), "--api-token", TOKEN]
     process = subprocess.Popen(
@@ -189,3 +199,83 @@ def test_the_http_api_lists_reschedules_and_cancels_by_key_with_a_running_schedu
         wait_for(lambda: default_service.raw.xlen(topic) == 1, 30, "the moved delivery")
         [(_, fields)] = default_service.raw.xrange(topic)
         assert fields[b"id"].decode() == moved.json()["id"]
+
+
+def test_the_schedules_over_http_and_on_the_dashboard(
+    default_service: Service, api_url: str, browser: webdriver.Chrome
+) -> None:
+    topic = f"sched.{uuid.uuid4().hex[:8]}"
+    # The service is shared: no run may come during the session. The daily one starts in
+    # 30 days; the other is paused.
+    start_ms = now_ms() + 30 * DAY_MS
+    with Client(default_service.url) as client:
+        daily = client.schedule(
+            "daily", topic, b"run", cron="0 10 * * *", tz="Europe/Paris", start=start_ms
+        )
+        client.schedule("tick", topic, b"tick", every="15m", paused=True, catch_up="all")
+        first_ms, second_ms = preview(daily, now_ms(), 2)
+        try:
+            wait_for(
+                lambda: len(client.schedules(topic=topic)) == 2,
+                60,
+                "the scheduler to hold the schedules",
+                [default_service.scheduler],
+            )
+            check_the_schedule_routes(api_url, topic, [first_ms, second_ms])
+            check_the_schedules_panel(browser, api_url, topic, first_ms)
+            client.delete_schedule("tick", topic)
+            wait_for(
+                lambda: len(client.schedules(topic=topic)) == 1, 60, "the delete to be applied"
+            )
+            browser.find_element(By.ID, "schedules-refresh").click()
+            wait_for(
+                lambda: [row[1] for row in panel_rows(browser, topic)] == ["daily"],
+                30,
+                "the refreshed panel",
+            )
+        finally:
+            for name in ("daily", "tick"):
+                client.delete_schedule(name, topic)
+
+
+def check_the_schedule_routes(api_url: str, topic: str, runs_ms: list[int]) -> None:
+    """GET /v1/schedules and a schedule's next runs (``runs_ms``, the daily one's first
+    two), against the running scheduler (a stand-in answers the others' cases in
+    tests/integration/test_http_schedule_reads.py)."""
+    first_ms = runs_ms[0]
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=api_url, headers=auth, timeout=60) as http:
+        listing = http.get("/v1/schedules", params={"topic": topic})
+        assert listing.status_code == 200, listing.text
+        rows = listing.json()["schedules"]
+        assert [(row["name"], row["state"], row["next_run"]) for row in rows] == [
+            ("daily", "active", format_time(first_ms)),
+            ("tick", "paused", None),
+        ]
+        assert (rows[0]["definition"]["cron"], rows[0]["runs"]) == ("0 10 * * *", 0)
+        # A stored schedule's runs: the scan of its one key (GET /v1/schedules/{topic}/{name}).
+        upcoming = http.get(f"/v1/schedules/{topic}/daily/next", params={"n": 2}).json()
+        assert upcoming["tz"] == "Europe/Paris"
+        assert [run["at_ms"] for run in upcoming["runs"]] == runs_ms
+        assert [run["local"][11:19] for run in upcoming["runs"]] == ["10:00:00"] * 2
+
+
+def panel_rows(browser: webdriver.Chrome, topic: str) -> list[list[str]]:
+    """The rows of the schedules panel of ``topic``, as the cells' texts."""
+    rows: list[list[str]] = browser.execute_script(SCHEDULES_JS)
+    return [row for row in rows if row[0] == topic]
+
+
+def check_the_schedules_panel(
+    browser: webdriver.Chrome, api_url: str, topic: str, first_ms: int
+) -> None:
+    """The panel lists the schedules as the page opens, with their state and next run."""
+    browser.get(f"{api_url}/ui?token={TOKEN}")
+    wait_for(lambda: len(panel_rows(browser, topic)) == 2, 30, "the schedules panel")
+    assert panel_rows(browser, topic) == [
+        [topic, "daily", "active", "cron 0 10 * * * Europe/Paris", format_time(first_ms), "-",
+         "latest"],
+        [topic, "tick", "paused", "every 15m", "-", "-", "all 1h ≤100"],
+    ]  # fmt: skip
+    assert "listed as of " in browser.find_element(By.ID, "schedules-status").text
+    assert not browser.find_element(By.ID, "error").text

@@ -1,9 +1,11 @@
 """``delayline schedule`` through click's CliRunner against a real Redis: add, pause,
 resume and rm write their ``op=schedule`` records; next prints a definition's runs in
-its zone and in UTC; bad input is one line and exit 2, with nothing written."""
+its zone and in UTC; list, show and next NAME print what the scheduler's listing
+answers; bad input is one line and exit 2, with nothing written."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from delayline.schedules.spec import ALL
 from delayline.testing import free_port
 from delayline.validation import Limits
 from tests.integration.test_cli import invoke
+from tests.integration.test_http_schedule_reads import NIGHTLY, ONCE, SPRING, TICK
+from tests.support.sinking import answer
 
 LIMITS = Limits()
 #: 2026-12-01T09:00:00Z, and 2020-01-01T09:00:00Z.
@@ -201,3 +205,97 @@ def test_an_unreachable_redis_is_exit_1() -> None:
     assert result.output.startswith("error: ")
     assert "Redis is unreachable" in result.output
     assert result.output.count("\n") == 1
+
+
+# -- reading schedules: list, show, next NAME (a stand-in answers the scheduler's listing) ----
+
+
+def test_list_prints_a_line_a_schedule_and_json_as_the_http_api(redis_url: str) -> None:
+    scheduler = answer(redis_url, [ONCE, TICK, NIGHTLY], requests=3)
+    shown = ok(invoke(redis_url, "schedule", "list"))
+    assert [line.rstrip() for line in shown] == [
+        "TOPIC    NAME     STATE     SPEC                          NEXT RUN                  "
+        "LAST RUN                  RUNS  SKIPPED  CATCH-UP",
+        "jobs     once     finished  at 2026-12-01T09:00:00.000Z   -                         "
+        "2026-12-01T09:00:00.000Z     3        1  latest",
+        "jobs     tick     paused    every 15m                     -                         "
+        "-                            0        0  skip",
+        "reports  nightly  active    cron 0 10 * * * Europe/Paris  2026-12-02T09:00:00.000Z  "
+        "2026-12-01T09:00:00.000Z     3        1  all 6h ≤100",
+        "3 listed",
+    ]
+    as_json = ok(invoke(redis_url, "schedule", "list", "--topic", "jobs", "--json"))
+    assert json.loads(as_json[0]) == {"schedules": [ONCE.to_view(), TICK.to_view()]}
+    first = ok(invoke(redis_url, "schedule", "list", "--limit", "1"))
+    assert first[-1] == "1 listed (the first 1)"
+    scheduler.join(5)
+    asked = [(r.topic, r.limit) for r in scheduler.asked]  # type: ignore[attr-defined]
+    assert asked == [(None, 100), ("jobs", 100), (None, 1)]
+
+
+def test_show_prints_the_state_then_the_definition(redis_url: str) -> None:
+    scheduler = answer(redis_url, [NIGHTLY, TICK], requests=3)
+    shown = ok(invoke(redis_url, "schedule", "show", "nightly", "--topic", "reports"))
+    assert shown[0].startswith("reports/nightly: active, as of 20")
+    assert shown[1:7] == [
+        "  next run           2026-12-02T10:00:00+01:00 CET    2026-12-02T09:00:00.000Z",
+        "  last run           2026-12-01T10:00:00+01:00 CET    2026-12-01T09:00:00.000Z",
+        "  runs sent          3",
+        "  runs skipped       1",
+        "  version            1796115000000-0",
+        "  body               run (3 bytes)",
+    ]
+    assert {"  cron               0 10 * * *", "  catch_up           all"} <= set(shown)
+    as_json = ok(invoke(redis_url, "schedule", "show", "tick", "--topic", "jobs", "--json"))
+    assert json.loads(as_json[0]) == TICK.to_view()
+    missing = invoke(redis_url, "schedule", "show", "nope", "--topic", "reports")
+    assert missing.exit_code == 1, missing.output
+    assert missing.output.startswith("error: no schedule 'nope' of topic 'reports'")
+    assert missing.output.count("\n") == 1
+    scheduler.join(5)
+
+
+def test_next_name_previews_the_stored_schedule(redis_url: str) -> None:
+    scheduler = answer(redis_url, [SPRING, TICK], requests=3)
+    spring = ok(invoke(redis_url, "schedule", "next", "spring", "--topic", "reports", "-n", "3"))
+    assert spring == [
+        "next 3 runs, in Europe/Paris and in UTC:",
+        "  2099-03-28T02:30:00+01:00 CET    2099-03-28T01:30:00.000Z",
+        "  2099-03-29T03:00:00+02:00 CEST   2099-03-29T01:00:00.000Z",
+        "  2099-03-30T02:30:00+02:00 CEST   2099-03-30T00:30:00.000Z",
+    ]
+    later = ok(
+        invoke(redis_url, "schedule", "next", "spring", "--topic", "reports", "-n", "1",
+               "--from", "2099-03-28T12:00:00Z")
+    )  # fmt: skip
+    assert later[1:] == ["  2099-03-29T03:00:00+02:00 CEST   2099-03-29T01:00:00.000Z"]
+    paused = ok(invoke(redis_url, "schedule", "next", "tick", "--topic", "jobs", "-n", "1"))
+    assert paused[:2] == ["jobs/tick is paused: the runs to come once it is resumed",
+                          "next 1 run, in UTC:"]  # fmt: skip
+    scheduler.join(5)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["next", "nightly"], "a stored schedule is NAME and --topic, given together"),
+        (["next", "--topic", "reports", "--every", "1h"], "NAME and --topic, given together"),
+        (["next", "nightly", "--topic", "reports", "--every", "1h"],
+         "give NAME --topic T for a stored schedule, or --cron, --every or --at"),
+        (["next", "nightly", "--topic", "reports", "--max-runs", "0"], "not both"),
+        (["show", "no spaces", "--topic", "reports"], "a schedule's name must be 1-200"),
+        (["list", "--limit", "0"], "0 is not in the range 1<=x<=10000"),
+    ],
+)  # fmt: skip
+def test_reading_with_bad_input_is_exit_2(redis_url: str, args: list[str], message: str) -> None:
+    result = invoke(redis_url, "schedule", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_reading_without_a_scheduler_is_one_line_and_exit_1(redis_url: str) -> None:
+    for args in (["list"], ["show", "s", "--topic", "t"], ["next", "s", "--topic", "t"]):
+        result = invoke(redis_url, "schedule", *args)
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith("error: ")
+        assert result.output.count("\n") == 1

@@ -16,8 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from delayline.api.app import create_app
+from delayline.plans.scheduling import definition_from
 from delayline.redis.store import DeliveryStore
+from delayline.schedules.listed import ACTIVE, FINISHED, PAUSED, ListedSchedule
 from delayline.timing import now_ms
+from delayline.validation import Limits
 from tests.support.sinking import answering_every_listing
 
 
@@ -45,10 +48,30 @@ def test_every_route_keeps_its_contract(redis_url: str) -> None:
         "DELETE /v1/schedules/{topic}/{name}",
         "POST /v1/schedules/{topic}/{name}/pause",
         "POST /v1/schedules/{topic}/{name}/resume",
+        "GET /v1/schedules",
+        "GET /v1/schedules/{topic}/{name}",
+        "GET /v1/schedules/{topic}/{name}/next",
     }
     store = DeliveryStore.from_url(redis_url)
-    with answering_every_listing(redis_url):
+    # The listing of schedules answers rows, so that its 200 is checked against the schema.
+    with answering_every_listing(redis_url, listed_schedules()):
         check_every_operation(operations, store)
+
+
+def listed_schedules() -> list[ListedSchedule]:
+    """A schedule of each kind of recurrence and each state, as a scan answers them."""
+    at_ms = 1_796_115_600_000
+
+    def row(name: str, state: str, next_ms: int | None, last_ms: int | None,
+            **definition: Any) -> ListedSchedule:  # fmt: skip
+        schedule = definition_from(name, "t", b"\xff", limits=Limits(), **definition)
+        return ListedSchedule(schedule, "1-0", state, next_ms, last_ms, 2, 1, now_ms())
+
+    return [
+        row("a", ACTIVE, at_ms, None, cron="30 2 * * *", tz="Europe/Paris", catch_up="all"),
+        row("b", PAUSED, None, at_ms, every="15m", paused=True),
+        row("c", FINISHED, None, at_ms, times=[at_ms], key="k", headers={"h": "v"}),
+    ]
 
 
 def check_every_operation(operations: list[Any], store: DeliveryStore) -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import redis
 
 from delayline.ids import deliver_at_ms_of
-from delayline.listing import ListRequest, PendingMessage
+from delayline.listing import SCHEDULES, ListRequest, PendingMessage
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
 from delayline.redis.list_requests import ListRequests
@@ -19,6 +19,7 @@ from delayline.redis.store import DeliveryStore
 from delayline.rows import Deliver, Drop, SinkRow
 from delayline.scheduler.pipeline.handoff import sort_inbound
 from delayline.scheduler.settings import SchedulerSettings
+from delayline.schedules.listed import ListedSchedule
 from delayline.timing import now_ms
 
 
@@ -72,9 +73,16 @@ def dropped(message_id: str, topic: str = "t", deliver_at_ms: int | None = None)
     return Drop(topic, message_id, b"x", "", "{}", due_ms, 1)
 
 
-def answer(redis_url: str, rows: list[PendingMessage], error: str = "") -> threading.Thread:
-    """The scheduler's side: take one request, check it, and answer with ``rows``. It
-    reports in first, as a running scheduler does: clients ask only a live one."""
+def answer(
+    redis_url: str,
+    rows: Sequence[PendingMessage] | Sequence[ListedSchedule],
+    error: str = "",
+    *,
+    requests: int = 1,
+) -> threading.Thread:
+    """The scheduler's side: take ``requests`` requests, one after the other, and answer
+    each with those of ``rows`` it selects (pending messages, or schedules). It reports
+    in first, as a running scheduler does: clients ask only a live one."""
     asked: list[ListRequest] = []
     beat = redis.Redis.from_url(redis_url)
     beat.hset(keys.HEARTBEAT, "updated_at_ms", now_ms())
@@ -82,18 +90,16 @@ def answer(redis_url: str, rows: list[PendingMessage], error: str = "") -> threa
 
     def serve() -> None:
         listings = ListRequests.from_url(redis_url)
-        waiting = listings.next_request(timeout_s=10)
-        assert waiting is not None
-        listing_id, request = waiting
-        asked.append(request)
-        listings.report(listing_id, "scanning", 1, 2)
-        if error:
-            listings.fail(listing_id, error)
-        else:
-            listings.finish(
-                listing_id,
-                [row for row in rows if request.selects(row.topic, row.key, row.deliver_at_ms)],
-            )
+        for _ in range(requests):
+            waiting = listings.next_request(timeout_s=10)
+            assert waiting is not None
+            listing_id, request = waiting
+            asked.append(request)
+            listings.report(listing_id, "scanning", 1, 2)
+            if error:
+                listings.fail(listing_id, error)
+            else:
+                listings.finish(listing_id, selected(request, rows))
         listings.close()
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -102,9 +108,24 @@ def answer(redis_url: str, rows: list[PendingMessage], error: str = "") -> threa
     return thread
 
 
+def selected(
+    request: ListRequest, rows: Sequence[PendingMessage] | Sequence[ListedSchedule]
+) -> list[PendingMessage] | list[ListedSchedule]:
+    """What a scan answers ``request`` with, of ``rows``: the first ``limit`` of what it
+    selects, in the order given."""
+    if request.kind == SCHEDULES:
+        schedules = [row for row in rows if isinstance(row, ListedSchedule)]
+        return [s for s in schedules if request.selects_schedule(s.topic, s.name)][: request.limit]
+    messages = [row for row in rows if isinstance(row, PendingMessage)]
+    return [m for m in messages if request.selects(m.topic, m.key, m.deliver_at_ms)]
+
+
 @contextlib.contextmanager
-def answering_every_listing(redis_url: str) -> Iterator[None]:
-    """A stand-in for the scheduler's listing thread: every request gets no rows."""
+def answering_every_listing(
+    redis_url: str, rows: Sequence[PendingMessage] | Sequence[ListedSchedule] = ()
+) -> Iterator[None]:
+    """A stand-in for the scheduler's listing thread: every request gets those of
+    ``rows`` it selects (none by default)."""
     stop = threading.Event()
 
     def serve() -> None:
@@ -112,7 +133,7 @@ def answering_every_listing(redis_url: str) -> Iterator[None]:
         while not stop.is_set():
             waiting = listings.next_request(timeout_s=0.2)
             if waiting is not None:
-                listings.finish(waiting[0], [])
+                listings.finish(waiting[0], selected(waiting[1], rows))
         listings.close()
 
     thread = threading.Thread(target=serve, daemon=True)

@@ -15,7 +15,7 @@ from delayline.client_base import ClientBase
 from delayline.errors import ValidationError
 from delayline.listing import MESSAGES, SCHEDULES, ListRequest
 from delayline.schedules import ops, runs, state
-from delayline.schedules.listed import ACTIVE, FINISHED, PAUSED, ListedSchedule
+from delayline.schedules.listed import ACTIVE, FINISHED, PAUSED, ListedSchedule, run_view
 from delayline.schedules.recurrence import Every, Times, parse_cron
 from delayline.schedules.spec import Schedule
 from delayline.validation import Limits
@@ -129,6 +129,35 @@ def test_a_rows_json_round_trips_with_its_definition() -> None:
     paused = rows[1].to_json()
     assert (paused["state"], paused["next_run"], paused["last_run"]) == (PAUSED, None, None)
     assert paused["definition"]["body"] == "/wA="
+
+
+def test_a_rows_view_shows_the_definition_in_the_terms_of_a_put() -> None:
+    cron = Schedule.create(
+        "reports", "weekly", b"\xff\x00", parse_cron("0 9 * * MON", "Europe/Paris"),
+        limits=Limits(), paused=True,
+    )  # fmt: skip
+    row = ListedSchedule.of(runs.arm(cron, "7-3", T0), T0)
+    view = row.to_view()
+    assert view == {
+        **{name: value for name, value in row.to_json().items() if name != "definition"},
+        "read_at": "2027-01-15T08:00:00.000Z",
+        "definition": cron.to_view(),
+    }
+    assert (view["definition"]["body_b64"], view["definition"]["cron"]) == ("/wA=", "0 9 * * MON")
+
+
+def test_a_runs_view_is_in_utc_and_on_the_wall_clock_of_the_schedules_zone() -> None:
+    paris = Schedule.create(
+        "reports", "daily", b"", parse_cron("0 9 * * *", "Europe/Paris"), limits=Limits()
+    )
+    assert paris.zone == "Europe/Paris"
+    assert run_view(paris, T0) == {
+        "at": "2027-01-15T08:00:00.000Z",
+        "at_ms": T0,
+        "local": "2027-01-15T09:00:00.000+01:00",
+    }
+    assert every(1_000).zone == "UTC"
+    assert run_view(every(1_000), T0 + 1)["local"] == "2027-01-15T08:00:00.001+00:00"
 
 
 def test_upcoming_runs_count_those_sent_since_the_scan() -> None:

@@ -11,6 +11,9 @@ Routes (OpenAPI at ``/openapi.json``; Swagger UI at ``/docs`` when asked for):
 - ``PUT /v1/schedules/{topic}/{name}``: put a recurring schedule (the definition stored).
 - ``DELETE /v1/schedules/{topic}/{name}``, ``POST .../pause``, ``POST .../resume``: 202,
   applied by the scheduler's next batch.
+- ``GET /v1/schedules?topic=&limit=``, ``GET /v1/schedules/{topic}/{name}``: recurring
+  schedules with their state (a scan of the state; 404 for an unknown one).
+- ``GET /v1/schedules/{topic}/{name}/next?n=``: a stored schedule's next runs.
 - ``GET /v1/pending``: the forecast, pending messages per time bucket and topic.
 - ``GET /v1/pending/messages``: the pending messages themselves (a scan of the state).
 - ``GET /v1/stats``: counters, lateness, the scheduler's last batch (``delayline stats``).

@@ -10,7 +10,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from delayline.api.schemas import ErrorDetail, ErrorOut
-from delayline.errors import DelaylineError, SchedulerError, TransportError, ValidationError
+from delayline.errors import (
+    DelaylineError,
+    ScheduleNotFoundError,
+    SchedulerError,
+    TransportError,
+    ValidationError,
+)
 
 #: The error statuses every route may answer, for the OpenAPI schema.
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -24,8 +30,9 @@ def error_response(status: int, field: str, rule: str, message: str) -> JSONResp
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    """Answer bad input with 422, an unreachable Redis or a stopped scheduler with
-    503, and any other delayline error with 500; each with an error body."""
+    """Answer bad input with 422, a schedule the scheduler does not hold with 404, an
+    unreachable Redis or a stopped scheduler with 503, and any other delayline error
+    with 500; each with an error body."""
 
     @app.exception_handler(ValidationError)
     async def invalid(_: Request, exc: ValidationError) -> JSONResponse:
@@ -43,6 +50,10 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SchedulerError)
     async def no_scheduler(_: Request, exc: SchedulerError) -> JSONResponse:
         return error_response(503, "scheduler", "unavailable", str(exc))
+
+    @app.exception_handler(ScheduleNotFoundError)
+    async def no_schedule(_: Request, exc: ScheduleNotFoundError) -> JSONResponse:
+        return error_response(404, "name", "unknown", str(exc))
 
     @app.exception_handler(DelaylineError)
     async def failed(_: Request, exc: DelaylineError) -> JSONResponse:

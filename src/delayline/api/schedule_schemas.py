@@ -1,16 +1,19 @@
 """Request and response bodies of ``/v1/schedules``: a recurring schedule's definition
 in, as :func:`delayline.plans.scheduling.definition_from` takes it; the definition as
-stored out (:meth:`delayline.schedules.spec.Schedule.to_view`); a change accepted."""
+stored out (:meth:`delayline.schedules.spec.Schedule.to_view`); a change accepted; a
+schedule as a listing shows it (:meth:`delayline.schedules.listed.ListedSchedule.to_view`)
+and its next runs."""
 
 from __future__ import annotations
 
-from typing import Literal, overload
+from typing import Annotated, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from delayline.api.schemas import body_of
 from delayline.moments import parse_moment_ms
 from delayline.plans.scheduling import ScheduleArguments
+from delayline.schedules.listed import ListedSchedule, run_view
 from delayline.schedules.recurrence import MAX_TIMES
 from delayline.schedules.spec import (
     CATCH_UP_MAX_RUNS,
@@ -132,28 +135,114 @@ class ScheduleIn(BaseModel):
         }
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+#: A field of a view left out when it has no value (a definition's unused options).
+Text = Annotated[str | None, Field(exclude_if=_absent)]
+
+
 class ScheduleOut(BaseModel):
     """The definition as stored, in the terms of a PUT's body: times in RFC 3339 (UTC),
-    durations such as 15m, the body as text (``body_b64`` unless it is UTF-8)."""
+    durations such as 15m, the body as text (``body_b64`` unless it is UTF-8); the
+    options it does not use are left out."""
 
     topic: str
     name: str
-    body: str | None = None
-    body_b64: str | None = None
-    key: str | None = None
+    body: Text = None
+    body_b64: Text = None
+    key: Text = None
     headers: dict[str, str]
-    cron: str | None = None
-    tz: str | None = None
-    every: str | None = None
-    anchor: str | None = None
-    times: list[str] | None = None
-    start: str | None = None
-    end: str | None = None
-    max_runs: int | None = None
+    cron: Text = None
+    tz: Text = None
+    every: Text = None
+    anchor: Text = None
+    times: Annotated[list[str] | None, Field(exclude_if=_absent)] = None
+    start: Text = None
+    end: Text = None
+    max_runs: Annotated[int | None, Field(exclude_if=_absent)] = None
     paused: bool
     catch_up: str
     catch_up_window: str
     catch_up_max_runs: int
+
+
+#: What a listed schedule is (delayline.schedules.listed.STATES).
+State = Literal["active", "paused", "finished"]
+
+
+class ListedScheduleOut(BaseModel):
+    """A recurring schedule as the scheduler's state held it at ``read_at``: its
+    definition, its state, and where its runs stand. Times in RFC 3339 (UTC) and in
+    epoch ms."""
+
+    topic: str
+    name: str
+    state: State = Field(
+        description="active; paused (no run is sent until it is resumed); finished (no "
+        "run is left: past its end, its max_runs or its last time)."
+    )
+    version: str = Field(
+        description="The inbound entry id of the last put, pause or resume applied."
+    )
+    next_run: str | None = Field(
+        description="The first run not sent yet; before read_at when it is overdue; null "
+        "while paused or once finished."
+    )
+    next_run_ms: int | None
+    last_run: str | None = Field(description="The latest run sent; null before the first.")
+    last_run_ms: int | None
+    runs: int = Field(description="Runs sent under this definition (toward max_runs).")
+    skipped: int = Field(description="Missed runs that the catch_up policy did not send.")
+    read_at: str = Field(description="When the scheduler read its state for this answer.")
+    read_at_ms: int
+    definition: ScheduleOut
+
+    @classmethod
+    def of(cls, listed: ListedSchedule) -> ListedScheduleOut:
+        return cls.model_validate(listed.to_view())
+
+
+class SchedulesOut(BaseModel):
+    """The first schedules asked for, by topic, then name."""
+
+    schedules: list[ListedScheduleOut]
+
+
+class RunOut(BaseModel):
+    """A run's time: in UTC, in epoch ms, and on the wall clock of the schedule's zone."""
+
+    at: str = Field(examples=["2027-03-28T01:00:00.000Z"])
+    at_ms: int
+    local: str = Field(
+        description="RFC 3339 with the offset of the schedule's zone at that time.",
+        examples=["2027-03-28T03:00:00.000+02:00"],
+    )
+
+
+class NextRunsOut(BaseModel):
+    """A stored schedule's next runs after now, within its start, end and the max_runs it
+    has left; for a paused one, the runs to come once it is resumed."""
+
+    topic: str
+    name: str
+    state: State
+    tz: str = Field(description="The zone of its wall clock: a cron's tz, else UTC.")
+    runs: list[RunOut]
+
+    @classmethod
+    def of(cls, listed: ListedSchedule, runs_ms: list[int]) -> NextRunsOut:
+        schedule = listed.definition
+        return cls.model_validate(
+            {
+                "topic": listed.topic,
+                "name": listed.name,
+                "state": listed.state,
+                "tz": schedule.zone,
+                "runs": [run_view(schedule, run_ms) for run_ms in runs_ms],
+            }
+        )
 
 
 class ScheduleChangeOut(BaseModel):

@@ -3,7 +3,7 @@
 - :mod:`.client_commands`: a producer's and a consumer's (send, cancel, status, ...);
   what ``pip install delayline`` serves.
 - :mod:`.schedule_commands`: ``delayline schedule``, recurring schedules (add, pause,
-  resume, rm, next); client commands too.
+  resume, rm, list, show, next); client commands too. :mod:`.schedule_views` prints them.
 - :mod:`.operator_commands`: stats, pending, and drain.
 - :mod:`.server_commands`: run, api and entrypoint; the server extra loads inside them.
 - :mod:`.cluster_commands`: ``delayline cluster``, a Spark standalone cluster.

@@ -1,26 +1,31 @@
-"""``delayline schedule``: put, pause, resume and delete a recurring schedule, and preview
-the runs of a definition. Client commands, over the SDK: ``pip install delayline`` is
-enough. The runs shown are computed here, from the definition alone."""
+"""``delayline schedule``: put, pause, resume and delete a recurring schedule; list the
+schedules, show one, and preview the runs of a stored schedule or of a definition.
+Client commands, over the SDK: ``pip install delayline`` is enough. The runs shown are
+computed here, from the definition (a stored one as the scheduler's listing gives it);
+how they are printed is :mod:`.schedule_views`."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any, BinaryIO
-from zoneinfo import ZoneInfo
 
 import click
 
 from delayline import timing
 from delayline.cli.client_commands import parse_headers
 from delayline.cli.options import F, redis_url_option
+from delayline.cli.schedule_views import described, show_fields, show_listed, show_runs, table
 from delayline.client import Client
+from delayline.client_base import MAX_PREVIEW
 from delayline.errors import ValidationError
+from delayline.listing import MAX_LIMIT
 from delayline.moments import parse_moment_ms
 from delayline.plans.scheduling import ScheduleArguments, definition_from
-from delayline.schedules.recurrence import Cron
+from delayline.schedules.listed import ACTIVE, PAUSED
 from delayline.schedules.runs import preview
-from delayline.schedules.spec import CATCH_UP_POLICIES, LATEST, Schedule
+from delayline.schedules.spec import CATCH_UP_POLICIES, LATEST
 from delayline.validation import Limits
 
 #: How many runs ``schedule add`` shows.
@@ -42,6 +47,8 @@ def schedule() -> None:
       delayline schedule add nightly --topic reports --body run --cron "0 2 * * *" --tz Europe/Paris
       delayline schedule add tick --topic jobs --body-file payload.bin --every 15m --catch-up skip
       delayline schedule pause nightly --topic reports
+      delayline schedule list --topic reports
+      delayline schedule next nightly --topic reports -n 3
       delayline schedule next --cron "30 2 * * *" --tz Europe/Paris -n 3
     """
 
@@ -185,73 +192,122 @@ def add(
     with Client(redis_url) as client:
         definition = client.schedule(name, topic, data, **arguments)
     click.echo(f"put {topic}/{name}: {APPLIED}")
-    for field, value in described(definition):
-        click.echo(f"  {field:<18} {value}")
+    show_fields(described(definition))
     show_runs(definition, preview(definition, timing.now_ms(), ADD_SHOWS_RUNS))
 
 
-def described(definition: Schedule) -> list[tuple[str, str]]:
-    """The definition's fields as a person reads them; the body cut to its start."""
-    view = definition.to_view()
-    view.pop("topic")
-    view.pop("name")
-    text = view.pop("body", None)
-    preview = view.pop("body_b64", None) if text is None else text.replace("\n", " ")
-    size = len(definition.body)
-    body = f"{preview[:60]}{'…' if len(preview) > 60 else ''} ({size:,} byte{'s' * (size != 1)})"
-    shown = [("body" if text is not None else "body (base64)", body)]
-    for field, value in view.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{n}={v}" for n, v in value.items()) or "none"
-        elif isinstance(value, list):
-            value = ", ".join(value)
-        shown.append((field, str(value)))
-    return shown
+@schedule.command("list")
+@redis_url_option
+@click.option("--topic", help="Only this topic's schedules.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=100, show_default=True,
+              help="At most this many, by topic, then name.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (as GET /v1/schedules).")
+def list_schedules(redis_url: str, topic: str | None, limit: int, as_json: bool) -> None:
+    """List the recurring schedules: each one's state (active, paused or finished), when
+    its runs fall, its next and last run (UTC), the runs sent and skipped, and its
+    catch-up policy.
 
-
-def show_runs(definition: Schedule, runs: list[int]) -> None:
-    """Print ``runs`` (epoch ms) in the definition's zone and in UTC."""
-    recurrence = definition.recurrence
-    zone = recurrence.tz if isinstance(recurrence, Cron) else "UTC"
-    if not runs:
-        click.echo("no run to come")
-        return
-    where = "UTC" if zone == "UTC" else f"{zone} and in UTC"
-    click.echo(f"next {len(runs)} run{'s' if len(runs) > 1 else ''}, in {where}:")
-    for run_ms in runs:
-        if zone == "UTC":
-            click.echo(f"  {timing.format_time(run_ms)}")
-            continue
-        local = timing.from_epoch_ms(run_ms).astimezone(ZoneInfo(zone))
-        shown = local.isoformat(timespec="milliseconds" if run_ms % 1000 else "seconds")
-        click.echo(f"  {shown} {local.tzname():<6} {timing.format_time(run_ms)}")
-
-
-@schedule.command("next")
-@recurrence_options
-@click.option("-n", "--count", type=click.IntRange(1, 1_000), default=10, show_default=True,
-              help="How many runs.")  # fmt: skip
-@click.option(
-    "--from", "since",
-    help="Show the runs after this time (RFC 3339, epoch ms, or a duration from now, such "
-    "as 30d) [default: now].",
-)  # fmt: skip
-def next_runs(count: int, since: str | None, **when: Any) -> None:
-    """Print the next runs of the definition given here, in its zone and in UTC, as the
-    scheduler would run them from --from; nothing is written.
+    The running scheduler scans its state for them (an operator's tool:
+    seconds, on the scheduler's cores). A schedule put a moment ago shows once
+    the scheduler's next batch has it, within about a second.
 
     \b
     Example:
+      delayline schedule list
+      delayline schedule list --topic reports --json
+    """
+    with Client(redis_url) as client:
+        rows = client.schedules(topic=topic, limit=limit)
+    if as_json:
+        click.echo(json.dumps({"schedules": [row.to_view() for row in rows]}))
+        return
+    if rows:
+        for line in table(rows):
+            click.echo(line)
+    click.echo(f"{len(rows):,} listed" + (f" (the first {limit:,})" if len(rows) == limit else ""))
+
+
+@schedule.command("show")
+@redis_url_option
+@click.argument("name")
+@click.option("--topic", required=True, help="The schedule's topic.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (as GET /v1/schedules/T/N).")
+def show(redis_url: str, name: str, topic: str, as_json: bool) -> None:
+    """Show schedule NAME of --topic: its state, its next and last run (in its zone and in
+    UTC), the runs sent and skipped, and its definition. Exit 1 if the scheduler's state
+    has no such schedule (or not yet: one put a moment ago shows within about a second).
+
+    \b
+    Example:
+      delayline schedule show nightly --topic reports
+    """
+    with Client(redis_url) as client:
+        listed = client.get_schedule(name, topic)
+    if as_json:
+        click.echo(json.dumps(listed.to_view()))
+        return
+    show_listed(listed)
+
+
+@schedule.command("next")
+@redis_url_option
+@click.argument("name", required=False)
+@click.option("--topic", help="With NAME: the stored schedule's topic.")
+@recurrence_options
+@click.option("-n", "--count", type=click.IntRange(1, MAX_PREVIEW), default=10,
+              show_default=True, help="How many runs.")  # fmt: skip
+@click.option(
+    "--from", "since",
+    help="Show the runs after this time (RFC 3339, epoch ms, or a duration from now, such "
+    "as 30d) [default: now; with NAME, not before now].",
+)  # fmt: skip
+def next_runs(
+    redis_url: str, name: str | None, topic: str | None, count: int, since: str | None,
+    **when: Any,
+) -> None:  # fmt: skip
+    """Print the next runs of stored schedule NAME of --topic, or of the definition given
+    by the options (--cron, --every or --at), in its zone and in UTC; nothing is written.
+
+    With NAME, the runs are those of the definition the scheduler holds, within
+    its start, its end and the --max-runs it has left (for a paused schedule:
+    the runs to come once it is resumed). Without, the definition is the
+    options', run as the scheduler would run it from --from.
+
+    \b
+    Example:
+      delayline schedule next nightly --topic reports -n 3
       delayline schedule next --cron "0 9 * * MON-FRI" --tz America/New_York
       delayline schedule next --cron "30 2 * * *" --tz Europe/Paris --from 2027-03-26T00:00:00Z -n 3
       delayline schedule next --every 90m --anchor 2026-12-01T09:00:00Z --end 2026-12-02T00:00:00Z
     """
     now_ms = timing.now_ms()
     after_ms = now_ms if since is None else parse_moment_ms(since, "--from", now_ms=now_ms)
-    # A definition needs an address and a body; none is written, so any valid ones do.
-    arguments = recurrence_arguments(**when)
-    definition = definition_from("preview", "preview", b"", limits=Limits(), **arguments)
-    show_runs(definition, preview(definition, after_ms, count))
+    if name is None and topic is None:
+        # A definition needs an address and a body; none is written, so any valid ones do.
+        arguments = recurrence_arguments(**when)
+        definition = definition_from("preview", "preview", b"", limits=Limits(), **arguments)
+        show_runs(definition, preview(definition, after_ms, count))
+        return
+    if name is None or topic is None:
+        raise ValidationError(
+            "topic" if topic is None else "name",
+            "together",
+            "a stored schedule is NAME and --topic, given together",
+        )
+    if any(value not in (None, ()) for value in when.values()):
+        raise ValidationError(
+            "recurrence",
+            "exclusive",
+            "give NAME --topic T for a stored schedule, or --cron, --every or --at for a "
+            "definition, not both",
+        )
+    with Client(redis_url) as client:
+        listed = client.get_schedule(name, topic)
+    if listed.state != ACTIVE:
+        click.echo(f"{topic}/{name} is {listed.state}" + (
+            ": the runs to come once it is resumed" if listed.state == PAUSED else ""
+        ))  # fmt: skip
+    show_runs(listed.definition, listed.upcoming(count, after_ms))
 
 
 #: ``delayline schedule pause|resume|rm``: what each asks of the client, and says done.

@@ -1,5 +1,5 @@
 """A recurring schedule as a listing shows it: its definition and where its runs stand
-at the moment of the scan, and its JSON form (pure).
+at the moment of the scan; its JSON form, and its view for a person (pure).
 
 The scheduler's state holds each schedule as an :class:`~delayline.schedules.runs.Armed`,
 whose counts are of runs *handed over* to the outbox, a horizon ahead of their time.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from delayline.schedules.runs import (
     MAX_RUNS_PER_FIRING,
@@ -24,7 +25,7 @@ from delayline.schedules.runs import (
 )
 from delayline.schedules.spec import Schedule
 from delayline.schedules.state import STORED
-from delayline.timing import format_time
+from delayline.timing import format_time, from_epoch_ms
 
 #: Its runs go on being sent.
 ACTIVE = "active"
@@ -112,6 +113,19 @@ class ListedSchedule:
     def to_json(self) -> dict[str, Any]:
         """The row as JSON-ready data: the times in epoch ms and in RFC 3339 (UTC), the
         definition as :meth:`Schedule.to_json` writes it (the body in base64)."""
+        return {**self._where_it_stands(), "definition": json.loads(self.definition.to_json())}
+
+    def to_view(self) -> dict[str, Any]:
+        """The row as a person reads it, as the HTTP API and ``delayline schedule list
+        --json`` show it: :meth:`to_json`'s, with ``read_at`` in RFC 3339 too and the
+        definition as :meth:`Schedule.to_view` shows it (in the terms of a put)."""
+        return {
+            **self._where_it_stands(),
+            "read_at": format_time(self.read_at_ms),
+            "definition": self.definition.to_view(),
+        }
+
+    def _where_it_stands(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "name": self.name,
@@ -124,7 +138,6 @@ class ListedSchedule:
             "runs": self.runs,
             "skipped": self.skipped,
             "read_at_ms": self.read_at_ms,
-            "definition": json.loads(self.definition.to_json()),
         }
 
     def dumps(self) -> str:
@@ -146,6 +159,18 @@ class ListedSchedule:
             skipped=data["skipped"],
             read_at_ms=data["read_at_ms"],
         )
+
+
+def run_view(schedule: Schedule, run_ms: int) -> dict[str, Any]:
+    """A run's time (epoch ms) as the HTTP API shows it: ``at`` in RFC 3339 (UTC),
+    ``at_ms``, and ``local``, RFC 3339 on the wall clock of the schedule's zone (with
+    that zone's offset at the time)."""
+    local = from_epoch_ms(run_ms).astimezone(ZoneInfo(schedule.zone))
+    return {
+        "at": format_time(run_ms),
+        "at_ms": run_ms,
+        "local": local.isoformat(timespec="milliseconds"),
+    }
 
 
 def _shown(epoch_ms: int | None) -> str | None:

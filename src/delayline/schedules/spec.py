@@ -177,6 +177,12 @@ class Schedule:
         """``(topic, name)``: what identifies the schedule."""
         return self.topic, self.name
 
+    @property
+    def zone(self) -> str:
+        """The IANA zone of the schedule's wall clock: a cron's ``tz``; UTC for ``every``
+        and ``times``, which are instants."""
+        return self.recurrence.tz if isinstance(self.recurrence, Cron) else "UTC"
+
     def within_bounds(self, run_ms: int) -> bool:
         """Whether a run at ``run_ms`` lies within ``[start_ms, end_ms]``."""
         return (self.start_ms is None or run_ms >= self.start_ms) and (

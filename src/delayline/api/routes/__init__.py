@@ -2,8 +2,8 @@
 includes them in this order:
 
 - :mod:`.messages`: ``/v1/messages...``, send, batch, status, cancel, reschedule.
-- :mod:`.schedules`: ``/v1/schedules/{topic}/{name}``, put, pause, resume and delete
-  a recurring schedule.
+- :mod:`.schedules`: ``/v1/schedules...``, put, pause, resume and delete a recurring
+  schedule; list schedules, show one, preview its next runs.
 - :mod:`.pending`: ``/v1/pending...``, the forecast and the listing of pending messages.
 - :mod:`.monitoring`: ``/v1/stats``, ``/v1/rejects``, ``/v1/dead-letters``,
   ``/healthz`` and ``/metrics``.

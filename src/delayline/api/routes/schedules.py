@@ -1,6 +1,9 @@
 """``/v1/schedules``: put, pause, resume and delete a recurring schedule, addressed by
-its topic and name. Each writes one record to the inbound stream, which the scheduler
-applies in its next batch; reading schedules back comes with their listing."""
+its topic and name; list schedules, show one, preview its next runs.
+
+Each change writes one record to the inbound stream, which the scheduler applies in
+its next batch. Each read asks the running scheduler for a scan of its state (an
+operator's tool: seconds, on the scheduler's cores), as the SDK's listings do."""
 
 from __future__ import annotations
 
@@ -8,17 +11,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
+from delayline import timing
 from delayline.api.dependencies import Sdk
 from delayline.api.schedule_schemas import (
     NAME_PATTERN,
+    ListedScheduleOut,
+    NextRunsOut,
     ScheduleChangeOut,
     ScheduleIn,
     ScheduleOut,
+    SchedulesOut,
 )
 from delayline.api.schemas import TOPIC_PATTERN, ErrorOut
 from delayline.async_client import AsyncClient
+from delayline.client_base import MAX_PREVIEW
+from delayline.listing import MAX_LIMIT
 
 router = APIRouter()
 
@@ -30,6 +39,22 @@ APPLIED = (
     "it in its next batch, within about a second, in order with the schedule's other "
     "changes."
 )
+
+#: What every read of schedules says of what it costs and sees.
+SCANNED = (
+    "The running scheduler scans its state for the answer (an operator's tool: seconds, "
+    "on the scheduler's cores; not for polling), as of its last committed batch: a "
+    "schedule put a moment ago shows once the scheduler's next batch has it, within about "
+    "a second. 503 if no scheduler is running."
+)
+#: A read of one schedule that the scheduler's state does not hold.
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {
+        "model": ErrorOut,
+        "description": "No such schedule in the scheduler's state (never put, deleted, or "
+        'put a moment ago): {"error": {"field": "name", "rule": "unknown", ...}}.',
+    }
+}
 
 #: A POST without a body still says Content-Type: application/json, which a form or a
 #: fetch on another site cannot send without a preflight (api.middleware.JsonBodies).
@@ -72,6 +97,55 @@ async def put_schedule(
 ) -> ScheduleOut:
     stored = await client.schedule(name, topic, definition.body_value(), **definition.arguments())
     return ScheduleOut.model_validate(stored.to_view())
+
+
+@router.get(
+    "/v1/schedules",
+    response_model=SchedulesOut,
+    summary="List recurring schedules",
+    description="The recurring schedules of a topic (of every topic without one), the "
+    "first limit by topic, then name: each one's definition, its state (active, paused or "
+    f"finished), its next and last run, the runs sent and skipped. {SCANNED}",
+)
+async def list_schedules(
+    client: Sdk,
+    topic: str | None = Query(None, description="Only this topic's schedules."),
+    limit: int = Query(100, ge=1, le=MAX_LIMIT),
+) -> SchedulesOut:
+    rows = await client.schedules(topic=topic, limit=limit)
+    return SchedulesOut(schedules=[ListedScheduleOut.of(row) for row in rows])
+
+
+@router.get(
+    SCHEDULE,
+    response_model=ListedScheduleOut,
+    responses=NOT_FOUND,
+    summary="Show a recurring schedule",
+    description="The schedule's definition (in the terms of a PUT), its state, its next "
+    f"and last run, the runs sent and skipped, as GET /v1/schedules lists it. {SCANNED}",
+)
+async def get_schedule(topic: Topic, name: Name, client: Sdk) -> ListedScheduleOut:
+    return ListedScheduleOut.of(await client.get_schedule(name, topic))
+
+
+@router.get(
+    f"{SCHEDULE}/next",
+    response_model=NextRunsOut,
+    responses=NOT_FOUND,
+    summary="Preview a recurring schedule's next runs",
+    description="The next n run times after now of the stored definition, in UTC and on "
+    "the wall clock of its zone, within its start, its end and the max_runs it has left "
+    "(fewer, or none, near its end); for a paused schedule, the runs to come once it is "
+    f"resumed. Runs nothing. {SCANNED}",
+)
+async def next_runs(
+    topic: Topic,
+    name: Name,
+    client: Sdk,
+    n: int = Query(10, ge=1, le=MAX_PREVIEW, description="How many runs."),
+) -> NextRunsOut:
+    listed = await client.get_schedule(name, topic)
+    return NextRunsOut.of(listed, listed.upcoming(n, timing.now_ms()))
 
 
 #: What a change does, named as the SDK and the answer name it.
