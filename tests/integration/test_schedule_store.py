@@ -45,11 +45,13 @@ def test_a_run_waits_in_the_outbox_counted_in_the_forecast_and_is_delivered(
     assert raw_redis.zscore(keys.OUTBOX, run.id) == due_ms
     with Client(redis_url) as client:
         assert client.pending(topic=TOPIC).total == 1
+        assert client.metrics().pending == 1  # accepted as the sink writes it
         wait_for(lambda: store.pump(100, 3600).moved, 10, "the pump", interval_s=0.01)
         [(entry_id, fields)] = raw_redis.xrange(TOPIC)
         assert fields[b"id"] == run.id.encode()
         assert int(entry_id.split(b"-")[0]) >= due_ms
         assert client.pending(topic=TOPIC).total == 0
+        assert client.metrics().pending == 0
         assert client.status(run.id).state == "delivered"
 
 
@@ -72,3 +74,4 @@ def test_a_revoked_run_is_dropped_by_the_pump_and_leaves_the_forecast(
         assert [fields[b"id"] for _, fields in raw_redis.xrange(TOPIC)] == [kept.id.encode()]
         assert client.status(run.id).state == "cancelled"
         assert client.pending(topic=TOPIC).total == 0
+        assert client.metrics().pending == 0

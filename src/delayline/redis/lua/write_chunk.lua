@@ -66,6 +66,7 @@ for _ = 1, count do
       unpack(ARGV, i + 1, i + 9)
     i = i + 10
     if kind == 'n' then
+      counts.accepted = counts.accepted + 1
       pending_add(due, topic, 1)
       kind = 'd'
     end
