@@ -16,7 +16,10 @@
 -- waits there already, that first one wins: this one is a duplicate, and if
 -- due, the first goes now. A message whose topic key is not a stream becomes a
 -- reject. A dropped message whose cancel was a reschedule's is sent again under
--- its new id. A cascade goes back to the inbound stream, marked cascade=1.
+-- its new id. A cascade goes back to the inbound stream, marked cascade=1. A
+-- schedule's run is counted as accepted and into the forecast (no producer's send
+-- counted it), then written as a delivery; a revoked run gets a cancel request,
+-- kept as long as the journal, as the SDK's cancel makes.
 -- status_key and id of a reject are empty unless it was a send with a
 -- well-formed id.
 --
