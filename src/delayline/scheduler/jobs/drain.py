@@ -47,7 +47,6 @@ from py4j.protocol import Py4JError
 from pyspark import TaskContext
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, SparkSession
-from pyspark.sql.functions import col
 
 from delayline.chunking import chunks
 from delayline.errors import ConfigurationError, SchedulerError
@@ -57,6 +56,7 @@ from delayline.redis.inbound import InboundStream
 from delayline.redis.layout import ShardLayout
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.jobs.checkpoint_files import NO_BATCH_YET, CheckpointFiles
+from delayline.scheduler.jobs.state_scan import entries, message_slots, schedule_keys
 from delayline.scheduler.pinning import PINNED_FILE, local_path, recorded_settings
 from delayline.scheduler.pipeline import packs, schemas
 from delayline.scheduler.pipeline.clients import inbound_for
@@ -64,7 +64,7 @@ from delayline.scheduler.pipeline.feeds import offset_fields
 from delayline.scheduler.pipeline.records import CASCADE_FIELD
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.schedules import ops, state
+from delayline.schedules import state
 from delayline.schedules.ops import PUT, ScheduleOp
 from delayline.schedules.spec import Schedule
 from delayline.timing import now_ms
@@ -244,17 +244,16 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
             inbound.forget_wakeups()
             trim_committed(inbound, files, int(recorded.get("inbound_shards", 1)))
             marker = keys.drain_marker(query_id)
-            key = col("key.wheel_key")
             messages = _append_pending(
                 spark,
                 files.location,
-                key >= ops.SCHEDULE_KEYS_BELOW,
+                message_slots(),
                 functools.partial(hand_over, settings.redis_url, marker, settings.limits),
             )
             schedules = _append_pending(
                 spark,
                 files.location,
-                key < ops.SCHEDULE_KEYS_BELOW,
+                schedule_keys(),
                 functools.partial(hand_over_schedules, settings.redis_url, f"{marker}:schedules"),
             )
             left = wait_until_empty(deadline)
@@ -302,15 +301,7 @@ def _append_pending(
     keys are ``kept`` (:func:`hand_over` for the message slots, :func:`hand_over_schedules`
     for the schedule keys); how many it appended."""
     try:
-        reports = (
-            spark.read.format("statestore")
-            .option("stateVarName", "entries")
-            .load(checkpoint)
-            .where(kept)
-            .select("list_element.pack")
-            .mapInArrow(append, schemas.DRAINED)
-            .collect()
-        )
+        reports = entries(spark, checkpoint, kept).mapInArrow(append, schemas.DRAINED).collect()
     except (PySparkException, Py4JError) as exc:
         if NO_BATCH_YET in str(exc):  # no batch committed: the state holds nothing
             return 0

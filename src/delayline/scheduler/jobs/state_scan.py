@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.functions import col
 
 from delayline import timing
@@ -168,21 +168,38 @@ def state_entries(
     ``request`` may ask for: those of the message slots for messages, of the schedule
     keys for schedules (of the one key that holds it, for a schedule named with its
     topic). The keys are told apart in Spark, on the key column."""
-    key = col("key.wheel_key")
     if request.kind != SCHEDULES:
-        kept = key >= ops.SCHEDULE_KEYS_BELOW
+        kept = message_slots()
     elif request.topic is not None and request.name is not None:
-        kept = key == ops.schedule_key(request.topic, request.name)
+        kept = col(WHEEL_KEY).isin(ops.schedule_key(request.topic, request.name))
     else:
-        kept = key < ops.SCHEDULE_KEYS_BELOW
-    return (
-        spark.read.format("statestore")
-        .option("stateVarName", "entries")
-        .option("batchId", batch_id)
-        .load(checkpoint)
-        .where(kept)
-        .select("list_element.pack")
-    )
+        kept = schedule_keys()
+    return entries(spark, checkpoint, kept, batch_id)
+
+
+#: The key column of the ``entries`` state.
+WHEEL_KEY = "key.wheel_key"
+
+
+def message_slots() -> Column:
+    """The keys of the ``entries`` state that are message slots (the reject slot too)."""
+    return col(WHEEL_KEY) >= ops.SCHEDULE_KEYS_BELOW
+
+
+def schedule_keys() -> Column:
+    """The keys of the ``entries`` state that hold recurring schedules."""
+    return col(WHEEL_KEY) < ops.SCHEDULE_KEYS_BELOW
+
+
+def entries(
+    spark: SparkSession, checkpoint: str, kept: Column, batch_id: int | None = None
+) -> DataFrame:
+    """The elements (``pack``) of the ``entries`` state whose keys are ``kept``, after
+    batch ``batch_id`` (None: the last committed), read by Spark's state data source."""
+    reader = spark.read.format("statestore").option("stateVarName", "entries")
+    if batch_id is not None:
+        reader = reader.option("batchId", batch_id)
+    return reader.load(checkpoint).where(kept).select("list_element.pack")
 
 
 def scan_state(
