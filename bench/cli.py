@@ -16,6 +16,7 @@ python -m bench listing               # forecast and listing times at 1M pending
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
 python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~20-27 min)
 python -m bench redis-cluster --quick # its smoke test, 3 shards (~70 s)
+python -m bench schedules [--quick]   # 1,000 vs 100,000 schedules (~21 min; --quick ~8 min)
 python -m bench soak                  # memory and disk over 60 min at 5,000 msg/s (~62 min)
 python -m bench soak --quick          # 3 min at 2,000 msg/s, then checks (~5 min)
 python -m bench soak --report bench/results/soak/60min-5000.json  # plot and table
@@ -55,7 +56,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import cluster_report
+from bench import cluster_report, schedule_report
 from bench.harness import run_system
 from bench.plans import (
     IDLE_PENDING,
@@ -280,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                       "print its markdown section")  # fmt: skip
     soak.add_argument("--docs", type=Path, default=DOCS, help="where --report's img/ is")
 
+    schedule_report.add_arguments(commands.add_parser("schedules", help="recurring schedules"))
     report_cmd = commands.add_parser("report", help="write docs/benchmarks.md from results")
     report_cmd.add_argument("--results", type=Path, default=RESULTS / "full")
     report_cmd.add_argument("--docs", type=Path, default=DOCS)
@@ -308,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
             bound = soak_run.QUICK_MAX_BYTES_PER_MESSAGE
         out = args.out or RESULTS / "soak" / f"{'quick' if args.quick else settings.name}.json"
         return soak_run.main(settings, out, bound)
+    if args.command == "schedules":
+        from bench import schedules as schedules_run  # starts delayline run
+
+        return schedules_run.from_args(args, parser.error)
     if args.command == "profile":
         from bench import profile  # starts Spark
 

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
-from typing import Any, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -558,21 +558,60 @@ def produce(config: Mapping[str, Any]) -> None:
             tick = max(tick + 1, int((time.monotonic() - started) / TICK_S))
 
 
-def consume(config: Mapping[str, Any]) -> None:
-    """The consumer process: a consumer group GROUP on every topic, read with plain
-    XREADGROUP (all topics in one call) until SIGTERM, every entry XACKed; appends
-    each entry's (id, deliver_at_ms, delivered_at_ms, received_ms) to ``out``."""
+#: How long a call waits out Redis's BUSY replies (a script past its 5 s limit), s.
+BUSY_PATIENCE_S = 120.0
+
+T = TypeVar("T")
+
+
+def patiently(call: Callable[[], T], on_busy: Callable[[], None] = lambda: None) -> T:
+    """``call()``, again while Redis answers BUSY (a script has run past its 5 s limit:
+    Redis refuses every command meanwhile), for BUSY_PATIENCE_S at most; ``on_busy``
+    is told of each BUSY reply."""
+    deadline = time.monotonic() + BUSY_PATIENCE_S
+    while True:
+        try:
+            return call()
+        except redis.ResponseError as exc:
+            if not str(exc).startswith("BUSY") or time.monotonic() > deadline:
+                raise
+            on_busy()
+            time.sleep(0.5)
+
+
+def received_row(
+    entry_id: bytes, fields: Mapping[bytes, bytes], received_ms: int
+) -> tuple[Any, ...]:
+    """A RECEIVED record of a topic entry: (id, deliver_at_ms, delivered_at_ms,
+    received_ms), from the entry's fields."""
+    return (fields[b"id"], int(fields[b"deliver_at_ms"]), int(fields[b"delivered_at_ms"]),
+            received_ms)  # fmt: skip
+
+
+#: What the consumer writes of each entry: (entry id, fields, received_ms) -> a record.
+RowOf = Callable[[bytes, Mapping[bytes, bytes], int], tuple[Any, ...]]
+
+
+def consume(
+    config: Mapping[str, Any], row_of: RowOf = received_row, dtype: np.dtype[Any] = RECEIVED
+) -> None:
+    """The consumer process: a consumer group GROUP on every topic (``streams``, else
+    ``topic(n)`` for n below ``topics``), read with plain XREADGROUP (all topics in one
+    call) until SIGTERM, every entry XACKed; appends each entry's ``row_of`` (a
+    ``dtype`` record; RECEIVED's by default) to ``out``."""
     stopped = _stop_on_sigterm()
     client = redis.Redis.from_url(config["url"])
-    streams = [topic(n) for n in range(config["topics"])]
+    streams = config.get("streams") or [topic(n) for n in range(config["topics"])]
     for stream in streams:
         with contextlib.suppress(redis.ResponseError):  # the group exists
             client.xgroup_create(stream, GROUP, id="0", mkstream=True)
     print(CONSUMER_READY, flush=True)
     with open(config["out"], "ab") as out:
         while not stopped():
-            read = client.xreadgroup(
-                GROUP, "c1", dict.fromkeys(streams, ">"), count=READ_COUNT, block=READ_BLOCK_MS
+            read = patiently(
+                lambda: client.xreadgroup(
+                    GROUP, "c1", dict.fromkeys(streams, ">"), count=READ_COUNT, block=READ_BLOCK_MS
+                )
             )
             found = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]], read)
             if not found:
@@ -581,13 +620,11 @@ def consume(config: Mapping[str, Any]) -> None:
             rows = []
             pipe = client.pipeline(transaction=False)
             for name, entries in found:
-                for _, fields in entries:
-                    rows.append((fields[b"id"], int(fields[b"deliver_at_ms"]),
-                                 int(fields[b"delivered_at_ms"]), received_ms))  # fmt: skip
+                rows += [row_of(entry_id, fields, received_ms) for entry_id, fields in entries]
                 pipe.xack(name, GROUP, *(entry_id for entry_id, _ in entries))
-            pipe.execute()
-            out.write(np.array(rows, RECEIVED).tobytes())
+            out.write(np.array(rows, dtype).tobytes())
             out.flush()
+            patiently(pipe.execute)  # after the write: an XACK answered BUSY loses nothing
 
 
 # --- the run --------------------------------------------------------------------------
@@ -599,6 +636,20 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH")]))
     return env
+
+
+def header(benchmark: str, settings: Mapping[str, Any], units: str) -> dict[str, Any]:
+    """What a result file says first: the benchmark, the command, its parameters, when,
+    on what, and the units of its numbers."""
+    return {
+        "benchmark": benchmark,
+        "command": "python -m bench " + " ".join(sys.argv[1:]),
+        "params": dict(settings),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "python": platform.python_version(),
+        "units": units,
+    }
 
 
 def _write(out: Path, result: Mapping[str, Any]) -> None:
@@ -620,6 +671,8 @@ class Soak:
     rows: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] = field(default_factory=dict)
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    #: The module whose ``__main__`` runs the child processes' roles.
+    roles: ClassVar[str] = "bench.soak"
 
     @property
     def data_dir(self) -> Path:
@@ -654,8 +707,9 @@ class Soak:
         return self.load_dir / "received.bin"
 
     def _child(self, role: str, name: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """Start ``python -m <roles> <role> <config as JSON>``, logging to ``<name>.log``."""
         config = {"url": self.url, "topics": self.settings.topics} | config
-        process = spawn([sys.executable, "-m", "bench.soak", role, json.dumps(config)],
+        process = spawn([sys.executable, "-m", self.roles, role, json.dumps(config)],
                         env=child_env(), log=self.scratch / f"{name}.log")  # fmt: skip
         self.children.append(process)
         return process
@@ -664,16 +718,13 @@ class Soak:
         """Start everything, take the rows, drain, count; returns the result (also in
         ``out``, rewritten at every row)."""
         s = self.settings
-        self.result |= {
-            "benchmark": "soak",
-            "command": "python -m bench " + " ".join(sys.argv[1:]),
-            "params": asdict(s),
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
-            "python": platform.python_version(),
-            "units": "Redis and disk in bytes (disk: allocated, st_blocks * 512, of files); "
+        self.result |= header(
+            "soak",
+            asdict(s),
+            "Redis and disk in bytes (disk: allocated, st_blocks * 512, of files); "
             "PSS in MB (2**20 bytes); times in ms unless _s; slopes per hour over the "
             "second half of the load's rows; cpu_s: CPU seconds in the row's window",
+        ) | {
             "complete": False,
             "rows": self.rows,
         }
