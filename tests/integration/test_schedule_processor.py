@@ -15,7 +15,8 @@ from delayline.scheduler.pipeline import packs
 from delayline.scheduler.pipeline.processor import WheelProcessor
 from delayline.scheduler.pipeline.records import to_packed
 from delayline.schedules.ops import DELETE, PAUSE, PUT, RESUME, ScheduleOp, schedule_key
-from delayline.schedules.recurrence import Every, parse_cron
+from delayline.schedules.recurrence import Every, Times, parse_cron
+from delayline.schedules.runs import FINISHED_RETENTION_MS
 from delayline.schedules.spec import CatchUp, Schedule
 from delayline.validation import Limits
 
@@ -169,3 +170,16 @@ def test_a_cron_in_paris_across_the_changes_of_time(
     handed = times_of(wheel.op(PUT, paris, at_ms=wheel.clock_ms), packs.RUN)
     handed += runs_until(wheel, utc_ms(until))
     assert handed == [utc_ms(text) for text in expected]
+
+
+def test_a_finished_schedule_is_forgotten_a_retention_after_its_last_run() -> None:
+    wheel = Wheel()
+    once = Schedule.create(TOPIC, NAME, b"x", Times((T0 + 2_000,)), limits=Limits())
+    assert times_of(wheel.op(PUT, once), packs.RUN) == [T0 + 2_000]
+    key = schedule_key(TOPIC, NAME)
+    assert wheel.tester.peekListState("entries", key) != []  # still listed, finished
+    forget_ms = T0 + 2_000 + FINISHED_RETENTION_MS
+    assert wheel.advance_to(forget_ms - 1) == []
+    assert wheel.tester.peekListState("entries", key) != []
+    assert wheel.advance_to(forget_ms) == []
+    assert wheel.tester.peekListState("entries", key) == []

@@ -128,7 +128,16 @@ def test_max_runs_start_and_end_bound_the_runs() -> None:
     handoff = runs.hand_off(runs.arm(limited, "v1", T0), now_ms=T0, horizon_ms=HORIZON_MS)
     assert len(handoff.runs) == 3
     assert handoff.armed.finished
-    assert runs.fire_at_ms(handoff.armed, HORIZON_MS) is None
+    # A finished schedule's timer is for forgetting it, a retention after its last run.
+    assert runs.fire_at_ms(handoff.armed, HORIZON_MS) == T0 + 3_000 + runs.FINISHED_RETENTION_MS
+
+
+def test_a_finished_schedule_that_never_ran_is_forgotten_a_retention_after_its_put() -> None:
+    past = Schedule.create("t", "once", b"x", Times((T0 - 5_000,)), limits=Limits())
+    armed = runs.arm(past, f"{T0}-0", T0)
+    assert armed.finished
+    assert runs.forget_at_ms(armed) == T0 + runs.FINISHED_RETENTION_MS
+    assert runs.forget_at_ms(runs.arm(every(1_000), "v1", T0)) is None
 
 
 def test_explicit_times_run_once_each() -> None:

@@ -45,6 +45,10 @@ RUN_AT_HEADER = "delayline-run-at"
 MAX_RUNS_PER_FIRING = 1_000
 #: Missed runs are counted up to this many (a skipped count above it means "at least").
 MAX_COUNTED_MISSES = 10_000
+#: How long a finished schedule (no run left) stays listed after its last run, or
+#: after it was put if it never ran (ms): then the scheduler forgets it, so that
+#: one-off schedules made without end do not pile up (7 days).
+FINISHED_RETENTION_MS = 7 * 24 * 3_600_000
 #: The most runs one look for missed runs reads (see :func:`last_runs`).
 _MAX_SCANNED_RUNS = 100_000
 
@@ -144,11 +148,25 @@ def arm(schedule: Schedule, version: str, now_ms: int) -> Armed:
 
 
 def fire_at_ms(armed: Armed, horizon_ms: int) -> int | None:
-    """When the wheel should hand the next run over (epoch ms): ``horizon_ms``
-    before it; None while paused or once finished."""
-    if armed.schedule.paused or armed.next_run_ms is None:
+    """When the wheel should next look at the schedule (epoch ms): ``horizon_ms``
+    before its next run; once finished, when it is to be forgotten; None while
+    paused."""
+    if armed.next_run_ms is None:
+        return forget_at_ms(armed)
+    if armed.schedule.paused:
         return None
     return armed.next_run_ms - horizon_ms
+
+
+def forget_at_ms(armed: Armed) -> int | None:
+    """When a finished schedule is forgotten (epoch ms): FINISHED_RETENTION_MS after its
+    last run, or after the entry that put it if it never ran; None if not finished."""
+    if armed.next_run_ms is not None:
+        return None
+    since_ms = armed.handed_until_ms
+    if since_ms is None:
+        since_ms = int(armed.version.split("-", 1)[0])
+    return since_ms + FINISHED_RETENTION_MS
 
 
 @dataclass(frozen=True)

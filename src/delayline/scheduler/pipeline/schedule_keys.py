@@ -2,7 +2,8 @@
 key, or the key's timer fires (see :mod:`delayline.schedules.runs`, which decides).
 
 A key's state is the encoded list of its schedules (:mod:`delayline.schedules.state`);
-its timer fires ``horizon_ms`` before the earliest next run among them. Ops are
+its timer fires ``horizon_ms`` before the earliest next run among them, or when a
+finished one is to be forgotten (``runs.FINISHED_RETENTION_MS`` after its last run). Ops are
 applied in the order of their inbound entries, then every schedule hands over
 what is due within the horizon. Runs leave as RUN records, and the runs a change
 cancels as REVOKE records, for the sink.
@@ -39,10 +40,13 @@ def fire(stored: bytes, incoming: bytes, *, now_ms: int, horizon_ms: int) -> Key
     ops = sorted(packs.unpack(incoming), key=lambda op: id_order(op.inbound_id))
     for op in ops:
         out += revokes(apply(schedules, op, now_ms))
-    for address, armed in schedules.items():
+    for address, armed in list(schedules.items()):
         handoff = runs.hand_off(armed, now_ms=now_ms, horizon_ms=horizon_ms)
         schedules[address] = handoff.armed
         out += (run_record(armed, run) for run in handoff.runs)
+        forget_ms = runs.forget_at_ms(handoff.armed)
+        if forget_ms is not None and forget_ms <= now_ms:
+            del schedules[address]
     fire_times = [runs.fire_at_ms(armed, horizon_ms) for armed in schedules.values()]
     pending = [at for at in fire_times if at is not None]
     return KeyFiring(
