@@ -1,5 +1,5 @@
 """The rows the scheduler's sink hands to Redis: deliver, cascade, drop, reject, and a
-schedule's runs and revoked runs.
+schedule's runs, revoked runs and runs counted ahead in the forecast.
 
 Plain values, so that the scheduler's pure parts and its tests can build them
 without Redis; :meth:`delayline.redis.store.DeliveryStore.write_chunk` writes them.
@@ -49,6 +49,22 @@ class Run(OutgoingMessage):
     __slots__ = ()
 
 
+class CountedRun(OutgoingMessage):
+    """A schedule's run that its schedule counted ahead in the forecast's minute: as Run,
+    but counted into the forecast's second only."""
+
+    __slots__ = ()
+
+
+class ForecastChange(NamedTuple):
+    """A change of the forecast's count of ``topic``'s messages due in the minute
+    starting at ``minute_ms`` (epoch ms): a schedule's runs counted ahead."""
+
+    topic: str
+    minute_ms: int
+    delta: int
+
+
 class Revoke(NamedTuple):
     """A schedule's run that a change of the schedule cancels: a cancel request for
     it, which the pump checks before it delivers."""
@@ -70,7 +86,7 @@ class Reject(NamedTuple):
     message_id: str | None = None
 
 
-SinkRow = Deliver | Cascade | Drop | Run | Revoke | Reject
+SinkRow = Deliver | Cascade | Drop | Run | CountedRun | ForecastChange | Revoke | Reject
 
 
 #: A ready stream's entry: its id, and the topic entry's fields plus ``topic``

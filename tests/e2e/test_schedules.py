@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import time
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_every_second_across_a_kill_by_each_catch_up_policy(
                 for p in POLICIES
             ),
             60,
-            "five runs of each schedule after the restart",
+            "runs of each schedule 12 s after the restart",
             [second],
         )
     assert restarted_at_ms - killed_at_ms > 5 * HORIZON_MS  # so runs were missed
@@ -75,9 +76,11 @@ def test_every_second_across_a_kill_by_each_catch_up_policy(
         assert all(a.stream_ms >= a.deliver_at_ms for a in found), f"{policy}: a run early"
         assert all(t % 1_000 == 0 for t in times)  # every 1 s, anchored on the epoch
         on_time = [a for a in found if a.deliver_at_ms < killed_at_ms - 1_000]
-        on_time += [a for a in found if a.deliver_at_ms > restarted_at_ms + 2_000]
+        # Once the new process's first batches (each starting Python workers) are past.
+        on_time += [a for a in found if a.deliver_at_ms > restarted_at_ms + 5_000]
         assert len(on_time) >= 8
-        assert all(a.stream_ms - a.deliver_at_ms <= ON_TIME_MS for a in on_time), policy
+        late = [a for a in on_time if a.stream_ms - a.deliver_at_ms > ON_TIME_MS]
+        assert not late, f"{policy}: late {late[:3]}, back at {restarted_at_ms}"
         missing = gaps(times, 1_000)
         if policy == "all":
             assert missing == [], "all: a missed run was not caught up"
@@ -102,6 +105,14 @@ def test_pause_resume_replace_and_delete_with_runs_in_the_outbox(
     with SchedulerProcess(args) as process, Client(own_redis.url) as client:
         client.schedule("tick", topic, b"v1", every=2_000)
         wait_for(lambda: len(runs_of(own_raw, topic)) >= 2, 60, "two runs", [process])
+        # The forecast counts the runs of the next hour, 30 a minute, before they are
+        # handed to the outbox.
+        minute = int(own_raw.time()[0]) // 60 * 60
+        ahead = {
+            "start": datetime.fromtimestamp(minute + 5 * 60, UTC),
+            "end": datetime.fromtimestamp(minute + 55 * 60, UTC),
+        }
+        assert client.pending(topic=topic, **ahead).total == 50 * 30
         client.pause("tick", topic)
         paused_at_ms = int(own_raw.time()[0]) * 1000
         time.sleep(5)  # runs due meanwhile must not come
@@ -127,6 +138,8 @@ def test_pause_resume_replace_and_delete_with_runs_in_the_outbox(
         deleted_at_ms = int(own_raw.time()[0]) * 1000
         time.sleep(5)  # runs due meanwhile must not come
         found = runs_of(own_raw, topic)
+        # Nothing of it is left in the forecast: handed runs revoked, counted ones taken back.
+        assert client.pending(topic=topic).total == 0
     # The latest run missed while paused, late; none otherwise while paused.
     during_pause = [a for a in found if paused_at_ms + 1_500 < a.deliver_at_ms < resumed_at_ms]
     assert len(during_pause) == 1

@@ -65,14 +65,18 @@ def every_second(**options: object) -> Schedule:
     return Schedule.create(TOPIC, NAME, b"run", Every(1_000), limits=Limits(), **options)  # type: ignore[arg-type]
 
 
-def times_of(records: list[packs.Record], kind: int) -> list[int]:
-    return [record.deliver_at_ms for record in records if record.kind == kind]
+#: A run handed over: COUNTED_RUN once its schedule counted it ahead in the forecast.
+RUNS = (packs.RUN, packs.COUNTED_RUN)
+
+
+def run_times(records: list[packs.Record]) -> list[int]:
+    return [record.deliver_at_ms for record in records if record.kind in RUNS]
 
 
 def test_a_put_hands_over_the_runs_within_the_horizon_and_its_timer_the_rest() -> None:
     wheel = Wheel()
     out = wheel.op(PUT, every_second(headers={"team": "a"}))
-    assert times_of(out, packs.RUN) == [T0 + 1_000, T0 + 2_000, T0 + 3_000]
+    assert run_times(out) == [T0 + 1_000, T0 + 2_000, T0 + 3_000]
     run = out[0]
     assert (run.topic, run.body, run.attempt) == (TOPIC, b"run", 1)
     assert json.loads(run.headers) == {
@@ -83,7 +87,7 @@ def test_a_put_hands_over_the_runs_within_the_horizon_and_its_timer_the_rest() -
     wheel.processor.close()
     assert wheel.wakeups == [T0 + 4_000 - HORIZON_MS]
     assert wheel.advance_to(T0 + 999) == []
-    assert times_of(wheel.advance_to(T0 + 1_000), packs.RUN) == [T0 + 4_000]
+    assert run_times(wheel.advance_to(T0 + 1_000)) == [T0 + 4_000]
     # The same definition put again changes nothing.
     assert wheel.op(PUT, every_second(headers={"team": "a"}), at_ms=T0 + 1_100) == []
 
@@ -92,22 +96,25 @@ def test_pause_revokes_the_runs_not_due_and_resume_catches_up() -> None:
     wheel = Wheel()
     handed = wheel.op(PUT, every_second(catch_up=CatchUp.create("latest")))
     paused = wheel.op(PAUSE, at_ms=T0 + 1_500)  # after the timer at 1 s handed 4 s over
-    handed += [record for record in paused if record.kind == packs.RUN]
+    handed += [record for record in paused if record.kind in RUNS]
     revoked = [record for record in paused if record.kind == packs.REVOKE]
     assert [r.deliver_at_ms for r in revoked] == [T0 + 2_000, T0 + 3_000, T0 + 4_000]
     assert {r.id for r in revoked} <= {r.id for r in handed}
     assert wheel.advance_to(T0 + 9_000) == []  # nothing while paused
     resumed = wheel.op(RESUME, at_ms=T0 + 9_500)
     # The latest missed run (9 s), late, then the runs within the horizon.
-    assert times_of(resumed, packs.RUN) == [T0 + 9_000, T0 + 10_000, T0 + 11_000, T0 + 12_000]
+    assert run_times(resumed) == [T0 + 9_000, T0 + 10_000, T0 + 11_000, T0 + 12_000]
 
 
 def test_delete_revokes_and_forgets_the_schedule() -> None:
     wheel = Wheel()
     wheel.op(PUT, every_second())
     out = wheel.op(DELETE, at_ms=T0 + 500)
-    assert times_of(out, packs.REVOKE) == [T0 + 1_000, T0 + 2_000, T0 + 3_000]
-    assert times_of(out, packs.RUN) == []
+    revoked = [r.deliver_at_ms for r in out if r.kind == packs.REVOKE]
+    assert revoked == [T0 + 1_000, T0 + 2_000, T0 + 3_000]
+    assert run_times(out) == []
+    # What it counted ahead in the forecast is taken back.
+    assert sum(r.attempt for r in out if r.kind == packs.FORECAST) < 0
     assert wheel.advance_to(T0 + 60_000) == []
     # An op on a schedule that is gone does nothing.
     assert wheel.op(PAUSE, at_ms=T0 + 60_000) == []
@@ -122,7 +129,7 @@ def runs_until(wheel: Wheel, until_ms: int) -> list[int]:
         upcoming = [at for at in wheel.wakeups if at > wheel.clock_ms]
         if not upcoming or min(upcoming) > until_ms:
             return handed
-        handed += times_of(wheel.advance_to(min(upcoming)), packs.RUN)
+        handed += run_times(wheel.advance_to(min(upcoming)))
 
 
 def utc_ms(text: str) -> int:
@@ -167,7 +174,7 @@ def test_a_cron_in_paris_across_the_changes_of_time(
 ) -> None:
     wheel = Wheel(start_ms=utc_ms(start))
     paris = Schedule.create(TOPIC, NAME, b"x", parse_cron(cron, "Europe/Paris"), limits=Limits())
-    handed = times_of(wheel.op(PUT, paris, at_ms=wheel.clock_ms), packs.RUN)
+    handed = run_times(wheel.op(PUT, paris, at_ms=wheel.clock_ms))
     handed += runs_until(wheel, utc_ms(until))
     assert handed == [utc_ms(text) for text in expected]
 
@@ -175,7 +182,7 @@ def test_a_cron_in_paris_across_the_changes_of_time(
 def test_a_finished_schedule_is_forgotten_a_retention_after_its_last_run() -> None:
     wheel = Wheel()
     once = Schedule.create(TOPIC, NAME, b"x", Times((T0 + 2_000,)), limits=Limits())
-    assert times_of(wheel.op(PUT, once), packs.RUN) == [T0 + 2_000]
+    assert run_times(wheel.op(PUT, once)) == [T0 + 2_000]
     key = schedule_key(TOPIC, NAME)
     assert wheel.tester.peekListState("entries", key) != []  # still listed, finished
     forget_ms = T0 + 2_000 + FINISHED_RETENTION_MS

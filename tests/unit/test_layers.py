@@ -42,6 +42,7 @@ PURE_CORE = (
     "delayline.retry",
     "delayline.rows",
     "delayline.schedules",
+    "delayline.schedules.ahead",
     "delayline.schedules.listed",
     "delayline.schedules.ops",
     "delayline.schedules.recurrence",

@@ -113,3 +113,14 @@ def test_a_runs_headers_become_kafka_headers_as_any_messages_do() -> None:
     kafka_headers = dict(from_ready(ready).headers)
     assert kafka_headers["delayline-schedule"] == b"daily"
     assert kafka_headers["delayline-run-at"] == b"2027-01-15T08:00:00.000Z"
+
+
+def test_a_drained_puts_counted_runs_travel_with_it_and_a_bad_span_is_refused() -> None:
+    op = ops.ScheduleOp(ops.PUT, "reports", "daily", T0, DEFINITION, (T0, T0 + 60_000))
+    [(_, record)] = placed(op.to_record())
+    assert record.kind == packs.SCHEDULE
+    assert ops.decode_counted(record.headers) == (T0, T0 + 60_000)
+    for bad in (b"1:", b"x:1", b"5:4"):
+        [(_, rejected)] = placed({**op.to_record(), b"counted": bad})
+        assert rejected.kind == packs.REJECT
+        assert "counted must be <from_ms>:<until_ms>" in rejected.reason

@@ -49,8 +49,10 @@ from delayline.redis.lua_source import load
 from delayline.retention import TopicRetention
 from delayline.rows import (
     Cascade,
+    CountedRun,
     Deliver,
     Drop,
+    ForecastChange,
     OutgoingMessage,
     ReadyEntry,
     Revoke,
@@ -197,7 +199,13 @@ WRITE_CHUNK = Script(
 )  # fmt: skip
 
 #: The letter of each message row in a chunk (see lua/write_chunk.lua).
-ROW_KINDS: dict[type[OutgoingMessage], str] = {Deliver: "d", Drop: "x", Cascade: "c", Run: "n"}
+ROW_KINDS: dict[type[OutgoingMessage], str] = {
+    Deliver: "d",
+    Drop: "x",
+    Cascade: "c",
+    Run: "n",
+    CountedRun: "m",
+}
 
 
 def chunk_args(
@@ -227,6 +235,9 @@ def chunk_args(
             continue
         if isinstance(row, Revoke):
             args += ["k", row.id, row.deliver_at_ms, row.topic]
+            continue
+        if isinstance(row, ForecastChange):
+            args += ["f", row.topic, row.minute_ms, row.delta]
             continue
         if row.message_id is None:
             args += ["r", "", "", row.reason]

@@ -5,12 +5,16 @@ A schedule's definition travels like a send, through the inbound stream, so that
 the scheduler's state is its one home::
 
     v=1 op=schedule action=put topic=<topic> name=<name> definition=<JSON> [sent_at_ms=<int>]
+        [counted=<from_ms>:<until_ms>]
     v=1 op=schedule action=delete|pause|resume topic=<topic> name=<name> [sent_at_ms=<int>]
 
 ``definition`` is :meth:`~delayline.schedules.spec.Schedule.to_json`'s, and names
-the same topic and name. Every record of one schedule goes to the same inbound
-stream (:func:`shard_of`), so the scheduler reads them in the order they were
-written; the record's stream entry id is the version it gives the schedule.
+the same topic and name. ``counted``, which ``delayline drain`` writes, names the
+runs the drained checkpoint counted ahead in the forecast
+(:mod:`delayline.schedules.ahead`): the put takes them back. Every record of one
+schedule goes to the same inbound stream (:func:`shard_of`), so the scheduler reads
+them in the order they were written; the record's stream entry id is the version it
+gives the schedule.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class ScheduleOp(NamedTuple):
     name: str
     sent_at_ms: int
     definition: Schedule | None = None
+    #: A drained put's runs counted ahead, from and until (epoch ms, both included).
+    counted: tuple[int, int] | None = None
 
     def to_record(self) -> dict[bytes, bytes]:
         """The inbound stream record (format version 1)."""
@@ -62,6 +68,8 @@ class ScheduleOp(NamedTuple):
         }
         if self.definition is not None:
             record[b"definition"] = self.definition.to_json().encode()
+        if self.counted is not None:
+            record[b"counted"] = encode_counted(self.counted).encode()
         return record
 
 
@@ -85,7 +93,32 @@ def decode_op(fields: Mapping[bytes, bytes], *, sent_at_ms: int, limits: Limits)
             f"the definition is of {definition.topic}/{definition.name}, "
             f"not of the record's {topic}/{name}",
         )
-    return ScheduleOp(action, topic, name, sent_at_ms, definition)
+    counted = fields.get(b"counted")
+    return ScheduleOp(
+        action,
+        topic,
+        name,
+        sent_at_ms,
+        definition,
+        None if counted is None else decode_counted(counted),
+    )
+
+
+def encode_counted(counted: tuple[int, int]) -> str:
+    """A drained put's ``counted`` field: ``<from_ms>:<until_ms>``."""
+    return f"{counted[0]}:{counted[1]}"
+
+
+def decode_counted(value: bytes | str) -> tuple[int, int]:
+    """The inverse of :func:`encode_counted`. Raises ValidationError (field
+    ``counted``) for anything else."""
+    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    from_text, _, until_text = text.partition(":")
+    if not (from_text.isdigit() and until_text.isdigit()) or int(from_text) > int(until_text):
+        raise ValidationError(
+            "counted", "format", f"counted must be <from_ms>:<until_ms>; got {quoted(text)}"
+        )
+    return int(from_text), int(until_text)
 
 
 def _required(fields: Mapping[bytes, bytes], name: str) -> bytes:

@@ -66,7 +66,9 @@ class Armed:
 
     ``next_run_ms`` is its first run not yet handed over (None: it has no more);
     ``handed_until_ms`` the latest run handed over; ``runs`` how many were, for
-    ``max_runs``; ``skipped`` how many missed runs the catch-up policy left out.
+    ``max_runs``; ``skipped`` how many missed runs the catch-up policy left out;
+    ``counted_until_ms`` how far its runs are counted ahead in the forecast (see
+    :mod:`delayline.schedules.ahead`; None: none are).
     """
 
     schedule: Schedule
@@ -75,6 +77,7 @@ class Armed:
     handed_until_ms: int | None = None
     runs: int = 0
     skipped: int = 0
+    counted_until_ms: int | None = None
 
     @property
     def finished(self) -> bool:

@@ -35,6 +35,7 @@ def encode(schedules: Sequence[Armed]) -> bytes:
                 "handed_until_ms": armed.handed_until_ms,
                 "runs": armed.runs,
                 "skipped": armed.skipped,
+                "counted_until_ms": armed.counted_until_ms,
             },
             separators=(",", ":"),
         ).encode()
@@ -68,6 +69,7 @@ def decode_line(line: bytes) -> Armed:
         handed_until_ms=data["handed_until_ms"],
         runs=data["runs"],
         skipped=data["skipped"],
+        counted_until_ms=data["counted_until_ms"],
     )
 
 

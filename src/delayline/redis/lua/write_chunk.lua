@@ -8,7 +8,9 @@
 --   'x' (the same)                                                               (dropped)
 --   'c' (the same)                                                               (cascade)
 --   'n' (the same)                                           (a schedule's run: counted, delivered)
+--   'm' (the same)                      (a run its schedule counted ahead: its second counted too)
 --   'k' id deliver_at_ms topic                      (a schedule's revoked run: a cancel request)
+--   'f' topic minute_ms delta                  (a change of a minute's count of runs ahead)
 --   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
 -- A message already due goes to its topic now, unless a cancel was requested
 -- for it (then it is dropped); one not yet due waits in the outbox (a sorted
@@ -18,8 +20,9 @@
 -- reject. A dropped message whose cancel was a reschedule's is sent again under
 -- its new id. A cascade goes back to the inbound stream, marked cascade=1. A
 -- schedule's run is counted as accepted and into the forecast (no producer's send
--- counted it), then written as a delivery; a revoked run gets a cancel request,
--- kept as long as the journal, as the SDK's cancel makes.
+-- counted it), then written as a delivery; one its schedule counted ahead in the
+-- forecast's minute is counted in its second only. A revoked run gets a cancel
+-- request, kept as long as the journal, as the SDK's cancel makes.
 -- status_key and id of a reject are empty unless it was a send with a
 -- well-formed id.
 --
@@ -64,6 +67,9 @@ for _ = 1, count do
     request_cancel(ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], '', tostring(d.now_ms),
       tonumber(ARGV[5]) * 1000)
     i = i + 4
+  elseif kind == 'f' then
+    pending_change(ARGV[i + 2], ARGV[i + 1], tonumber(ARGV[i + 3]), 0, 0)
+    i = i + 4
   else
     local topic, id, body, key, headers, due, attempt, journal, cancels =
       unpack(ARGV, i + 1, i + 9)
@@ -71,6 +77,10 @@ for _ = 1, count do
     if kind == 'n' then
       counts.accepted = counts.accepted + 1
       pending_add(due, topic, 1)
+      kind = 'd'
+    elseif kind == 'm' then
+      counts.accepted = counts.accepted + 1
+      pending_change(due, topic, 0, 0, 1)
       kind = 'd'
     end
     if kind == 'x' then

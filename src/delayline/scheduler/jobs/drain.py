@@ -64,9 +64,9 @@ from delayline.scheduler.pipeline.feeds import offset_fields
 from delayline.scheduler.pipeline.records import CASCADE_FIELD
 from delayline.scheduler.pump import Pump
 from delayline.scheduler.settings import SchedulerSettings
-from delayline.schedules import state
+from delayline.schedules import ahead, state
 from delayline.schedules.ops import PUT, ScheduleOp
-from delayline.schedules.spec import Schedule
+from delayline.schedules.runs import Armed
 from delayline.timing import now_ms
 from delayline.validation import Limits, decode_headers
 
@@ -141,12 +141,12 @@ def hand_over_schedules(
     at_ms = now_ms()
     puts = sorted(
         (
-            armed.schedule
+            armed
             for batch in batches
             for data in batch.column(0).to_pylist()
             for armed in state.decode(data)
         ),
-        key=lambda schedule: schedule.address,
+        key=lambda armed: armed.schedule.address,
     )
     inbound = inbound_for(redis_url)
     done = inbound.drained_chunks(marker, partition)
@@ -154,14 +154,23 @@ def hand_over_schedules(
         chunks(puts, max_items=CHUNK_MESSAGES, max_bytes=CHUNK_BYTES, size_of=_definition_bytes)
     ):
         if chunk >= done:
-            records = [ScheduleOp(PUT, s.topic, s.name, at_ms, s).to_record() for s in part]
+            records = [drained_put(armed, at_ms).to_record() for armed in part]
             inbound.append_drained(marker, partition, chunk, records)
     yield pa.RecordBatch.from_pylist(
         [{"partition": partition, "messages": len(puts)}], schema=schemas.DRAINED_ARROW
     )
 
 
-def _definition_bytes(schedule: Schedule) -> int:
+def drained_put(armed: Armed, at_ms: int) -> ScheduleOp:
+    """The put that carries a schedule to the new checkpoint, with the runs it counted
+    ahead in the forecast, for the new one to take back (it counts them again)."""
+    schedule, counted = armed.schedule, ahead.counted(armed)
+    span = (counted[0], counted[-1]) if counted else None
+    return ScheduleOp(PUT, schedule.topic, schedule.name, at_ms, schedule, span)
+
+
+def _definition_bytes(armed: Armed) -> int:
+    schedule = armed.schedule
     return len(schedule.body) * 4 // 3 + len(schedule.topic) + len(schedule.name) + 500
 
 

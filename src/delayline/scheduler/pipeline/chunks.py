@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from delayline.chunking import chunk_end
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
-from delayline.rows import OutgoingMessage, Reject, Revoke, SinkRow
+from delayline.rows import ForecastChange, OutgoingMessage, Reject, Revoke, SinkRow
 from delayline.scheduler.pipeline.task import BatchTask
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold
@@ -36,6 +36,8 @@ def row_bytes(row: SinkRow) -> int:
         return sum(len(name) + len(value) for name, value in row.fields)
     if isinstance(row, Revoke):
         return len(row.id) + len(row.topic)
+    if isinstance(row, ForecastChange):
+        return len(row.topic) + 20
     return len(row.topic) + len(row.body) + len(row.key) + len(row.headers)
 
 
@@ -68,7 +70,10 @@ def write_in_chunks(
 
 
 def message_id_of(row: SinkRow) -> str | None:
-    """The id of the message a sink row is about; None for a reject without one."""
+    """The id of the message a sink row is about; None for a reject without one and for
+    a forecast change (the forecast is read from every shard)."""
+    if isinstance(row, ForecastChange):
+        return None
     return row.id if isinstance(row, OutgoingMessage | Revoke) else row.message_id
 
 

@@ -36,13 +36,20 @@ WITHDRAW = 7
 CANCELS = frozenset({CANCEL, WITHDRAW})
 #: A schedule's op (put, delete, pause, resume: ``reason``), to its schedule's key:
 #: ``topic`` and ``key`` hold its address, ``body`` a put's definition, ``inbound_id``
-#: the entry that gives the schedule its version.
+#: the entry that gives the schedule its version, ``headers`` a drained put's ``counted``
+#: (schedules/ops.py).
 SCHEDULE = 8
 #: A run of a schedule handed to the outbox: delivered as DELIVER is, and counted
 #: into the forecast as it is written, since no producer's send counted it.
 RUN = 9
 #: A run that a schedule's change cancels: a cancel request, as the SDK's cancel makes.
 REVOKE = 10
+#: A change of the forecast's count of ``topic``'s messages due in the minute starting
+#: at ``deliver_at_ms``, by ``attempt`` (signed): a schedule's runs counted ahead.
+FORECAST = 11
+#: A RUN that its schedule counted ahead in the forecast already (schedules/ahead.py):
+#: counted into the forecast's seconds only.
+COUNTED_RUN = 12
 
 _HEADER = struct.Struct("<BqiHHIHIHH")
 

@@ -15,7 +15,7 @@ from delayline.errors import DelaylineError
 from delayline.model import Cancel, decode_record
 from delayline.redis import lua_source
 from delayline.scheduler.pipeline import packs
-from delayline.schedules.ops import ScheduleOp, schedule_key
+from delayline.schedules.ops import ScheduleOp, encode_counted, schedule_key
 from delayline.validation import Limits
 
 
@@ -130,6 +130,7 @@ def schedule_op(op: ScheduleOp, entry_id: str) -> packs.Record:
         topic=op.topic,
         body=b"" if op.definition is None else op.definition.to_json().encode(),
         key=op.name,
+        headers="" if op.counted is None else encode_counted(op.counted),
         reason=op.action,
     )
 

@@ -27,7 +27,16 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from delayline.rows import Cascade, Drop, Reject, Revoke, Run, SinkRow
+from delayline.rows import (
+    Cascade,
+    CountedRun,
+    Drop,
+    ForecastChange,
+    Reject,
+    Revoke,
+    Run,
+    SinkRow,
+)
 from delayline.scheduler.pipeline import packs, schemas
 from delayline.scheduler.pipeline.chunks import write_once
 from delayline.scheduler.pipeline.clients import store_for
@@ -40,10 +49,10 @@ from delayline.timing import now_ms
 def ordered_rows(batches: Iterable[pa.RecordBatch], rejected_at_ms: int) -> list[SinkRow]:
     """A partition's output records as sink rows, in the one order every replay uses.
 
-    Rejects, drops and revoked runs first, then deliveries by (deliver_at_ms, inbound id).
-    Inbound ids are unique but among a schedule's runs and revoked runs, which share
-    their version's: those of one key come in the same order every time, and the sort
-    keeps it.
+    Rejects, drops, revoked runs and forecast changes first, then deliveries by
+    (deliver_at_ms, inbound id). Inbound ids are unique but among a schedule's records,
+    which share their version's: those of one key come in the same order every time,
+    and the sort keeps it.
     """
     keyed: list[tuple[tuple[int, int, int], SinkRow]] = []
     for batch in batches:
@@ -64,6 +73,10 @@ def _sink_row(record: packs.Record, rejected_at_ms: int) -> tuple[int, SinkRow]:
         return 0, Drop(*packs.as_deliver(record))
     if record.kind == packs.RUN:
         return record.deliver_at_ms, Run(*packs.as_deliver(record))
+    if record.kind == packs.COUNTED_RUN:
+        return record.deliver_at_ms, CountedRun(*packs.as_deliver(record))
+    if record.kind == packs.FORECAST:
+        return 0, ForecastChange(record.topic, record.deliver_at_ms, record.attempt)
     if record.kind == packs.REVOKE:
         # Before the runs due at the same time: a replaced run loses.
         return 0, Revoke(record.id, record.deliver_at_ms, record.topic)
