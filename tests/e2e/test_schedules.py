@@ -20,8 +20,9 @@ from tests.support.harness import SchedulerProcess, wait_for
 
 pytestmark = pytest.mark.spark
 
-#: A short horizon: a restart of Spark (about 25 s) outlasts it, so runs are missed.
-HORIZON_MS = 2_000
+#: A short horizon: a restart of Spark (about 25 s) outlasts it, so runs are missed;
+#: long enough that a batch slowed by a busy CI host still hands each run on time.
+HORIZON_MS = 3_000
 POLICIES = ("skip", "latest", "all")
 #: A run delivered by a running scheduler is this late at most (ms): the pump's
 #: precision, with room for a busy CI host.
@@ -48,9 +49,9 @@ def test_every_second_across_a_kill_by_each_catch_up_policy(
             for policy in POLICIES:
                 client.schedule(policy, f"tick.{policy}", policy, every=1_000, catch_up=policy)
         wait_for(
-            lambda: all(len(runs_of(own_raw, f"tick.{p}")) >= 5 for p in POLICIES),
+            lambda: all(len(runs_of(own_raw, f"tick.{p}")) >= 8 for p in POLICIES),
             60,
-            "five runs of each schedule",
+            "eight runs of each schedule",
             [first],
         )
         first.kill()
@@ -59,14 +60,14 @@ def test_every_second_across_a_kill_by_each_catch_up_policy(
         restarted_at_ms = int(own_raw.time()[0]) * 1000
         wait_for(
             lambda: all(
-                runs_of(own_raw, f"tick.{p}")[-1].deliver_at_ms > restarted_at_ms + 8_000
+                runs_of(own_raw, f"tick.{p}")[-1].deliver_at_ms > restarted_at_ms + 14_000
                 for p in POLICIES
             ),
             60,
-            "runs of each schedule 12 s after the restart",
+            "runs of each schedule 14 s after the restart",
             [second],
         )
-    assert restarted_at_ms - killed_at_ms > 5 * HORIZON_MS  # so runs were missed
+    assert restarted_at_ms - killed_at_ms > 3 * HORIZON_MS  # so runs were missed
     resumed_ms: dict[str, int] = {}
     for policy in POLICIES:
         found = runs_of(own_raw, f"tick.{policy}")
@@ -75,7 +76,10 @@ def test_every_second_across_a_kill_by_each_catch_up_policy(
         assert len({a.message_id for a in found}) == len(found)
         assert all(a.stream_ms >= a.deliver_at_ms for a in found), f"{policy}: a run early"
         assert all(t % 1_000 == 0 for t in times)  # every 1 s, anchored on the epoch
-        on_time = [a for a in found if a.deliver_at_ms < killed_at_ms - 1_000]
+        # Past the first runs (the batch that reads the put hands them over, late when it
+        # is slow) and before the kill.
+        settled_ms = times[0] + 3_000
+        on_time = [a for a in found if settled_ms <= a.deliver_at_ms < killed_at_ms - 1_000]
         # Once the new process's first batches (each starting Python workers) are past.
         on_time += [a for a in found if a.deliver_at_ms > restarted_at_ms + 5_000]
         assert len(on_time) >= 8
