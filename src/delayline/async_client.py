@@ -20,6 +20,7 @@ from delayline.client_base import (
 from delayline.delivery import DeliveryBase
 from delayline.errors import MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
+from delayline.history import DEFAULT_MINUTES, History
 from delayline.listing import (
     MAX_LIMIT,
     ListRequest,
@@ -112,6 +113,10 @@ class AsyncClient(AsyncScheduleMethods):
     async def metrics(self) -> Metrics:
         """See :meth:`delayline.Client.metrics`."""
         return await self._run(self._metrics_plan())
+
+    async def history(self, minutes: int = DEFAULT_MINUTES) -> History:
+        """See :meth:`delayline.Client.history`."""
+        return await self._run(self._history_plan(minutes))
 
     async def pending(
         self,

@@ -27,6 +27,7 @@ from delayline.client_schedules import ScheduleMethods
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
+from delayline.history import DEFAULT_MINUTES, History
 from delayline.kafka.records import INBOUND_TOPIC
 from delayline.listing import (
     MAX_LIMIT,
@@ -189,6 +190,12 @@ class Client(ScheduleMethods):
     def metrics(self) -> observing.Metrics:
         """The scheduler's counters, lateness and batch-duration histograms, and heartbeat."""
         return self._run(self._metrics_plan())
+
+    def history(self, minutes: int = DEFAULT_MINUTES) -> History:
+        """What the last ``minutes`` minutes (the current one included, UTC) delivered,
+        dropped and rejected, and their lateness: the server keeps the last day and an
+        hour. One round trip. Raises ValidationError outside 1..1,500 minutes."""
+        return self._run(self._history_plan(minutes))
 
     def pending(
         self,

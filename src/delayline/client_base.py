@@ -15,9 +15,17 @@ from typing import Any, TypeVar
 from delayline import timing
 from delayline.errors import ScheduleNotFoundError, ValidationError, quoted
 from delayline.forecast import Forecast, check_granularity
+from delayline.history import History, check_minutes
 from delayline.listing import SCHEDULES, ListRequest, PendingMessage
 from delayline.model import Message, message_from
-from delayline.plans import Plan, consuming, observing, producing, scheduling
+from delayline.plans import (
+    Plan,
+    consuming,
+    delivery_history,
+    observing,
+    producing,
+    scheduling,
+)
 from delayline.redis import keys
 from delayline.schedules.listed import ListedSchedule
 from delayline.schedules.spec import Schedule, validate_name
@@ -225,6 +233,14 @@ class ClientBase:
         return self._with_published(
             lambda published: observing.metrics(
                 now_ms=timing.now_ms(), shards=published.read_shards
+            )
+        )
+
+    def _history_plan(self, minutes: int) -> Plan[History]:
+        check_minutes(minutes)
+        return self._with_published(
+            lambda published: delivery_history.history(
+                minutes=minutes, now_ms=timing.now_ms(), shards=published.read_shards
             )
         )
 

@@ -58,6 +58,13 @@ return [...document.querySelectorAll("#schedules tr")].map(
 """
 DAY_MS = 86_400_000
 
+#: The history panel as data: the window's deliveries, its minutes, each bar's count.
+HISTORY_JS = """
+const svg = document.getElementById("history");
+return {delivered: +svg.dataset.delivered, minutes: +svg.dataset.minutes,
+        bars: [...svg.querySelectorAll("rect.bar")].map((bar) => +bar.dataset.delivered)};
+"""
+
 
 @pytest.fixture(scope="module")
 def api_url(default_service: Service) -> Iterator[str]:
@@ -169,6 +176,40 @@ def check_the_plot(browser: webdriver.Chrome, api_url: str, herd_ms: int, screen
     assert screenshot.stat().st_size > 10_000
     if SCREENSHOT:
         shutil.copyfile(screenshot, SCREENSHOT)
+    assert not browser.find_element(By.ID, "error").text
+
+
+def test_the_dashboard_shows_the_servers_history_as_soon_as_it_opens(
+    default_service: Service, api_url: str, browser: webdriver.Chrome
+) -> None:
+    topic = f"hist.{uuid.uuid4().hex[:8]}"
+    with Client(default_service.url) as client:
+        before = client.history(60).delivered
+        client.send_many([{"topic": topic, "body": b"h", "delay": timedelta(seconds=1)}] * 50)
+        wait_for(
+            lambda: default_service.raw.xlen(topic) == 50,
+            60,
+            "the deliveries",
+            [default_service.scheduler],
+        )
+        delivered = client.history(60).delivered
+    assert delivered >= before + 50
+    browser.get(f"{api_url}/ui?token={TOKEN}")
+
+    def shown() -> Any:
+        return browser.execute_script(HISTORY_JS)
+
+    wait_for(lambda: shown()["delivered"] >= delivered, 30, "the history")
+    assert shown()["minutes"] == 60
+    # A reload has no samples of its own: the server's history is drawn at once.
+    browser.refresh()
+    wait_for(lambda: shown()["delivered"] >= delivered, 10, "the history after a reload")
+    panel = shown()
+    assert sum(panel["bars"]) == panel["delivered"]
+    browser.find_element(By.CSS_SELECTOR, "button[data-history='1440']").click()
+    wait_for(lambda: shown()["minutes"] == 1_440, 30, "the last day")
+    panel = shown()
+    assert sum(panel["bars"]) == panel["delivered"] >= delivered
     assert not browser.find_element(By.ID, "error").text
 
 

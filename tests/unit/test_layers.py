@@ -23,6 +23,7 @@ PURE_CORE = (
     "delayline.defaults",
     "delayline.errors",
     "delayline.forecast",
+    "delayline.history",
     "delayline.ids",
     "delayline.kafka",
     "delayline.kafka.records",

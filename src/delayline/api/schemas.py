@@ -12,6 +12,7 @@ from pydantic import ValidationError as PydanticValidationError
 from delayline import timing
 from delayline.errors import ValidationError
 from delayline.forecast import Forecast, Granularity
+from delayline.history import History
 from delayline.listing import PendingMessage
 from delayline.model import Message
 from delayline.moments import parse_moment_ms
@@ -253,6 +254,37 @@ class HotOut(BaseModel):
 
     at: str
     count: int
+
+
+class HistoryMinuteOut(BaseModel):
+    """What the minute starting at ``minute`` (RFC 3339, UTC) delivered, dropped and
+    rejected; its deliveries' lateness percentiles (ms, a bucket's upper bound; "+Inf"
+    past the last; null without deliveries), mean, and histogram (bucket -> count)."""
+
+    minute: str
+    minute_ms: int
+    delivered: int
+    dropped: int
+    rejected: int
+    lateness_p50_ms: float | str | None
+    lateness_p99_ms: float | str | None
+    lateness_mean_ms: float | None
+    lateness_buckets: dict[str, int]
+
+
+class HistoryOut(BaseModel):
+    """The minutes from ``from`` to ``to`` (RFC 3339, UTC), oldest first, each one."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    delivered: int
+    minutes: list[HistoryMinuteOut]
+
+    @classmethod
+    def of(cls, history: History) -> HistoryOut:
+        return cls.model_validate(history.to_json())
 
 
 class ForecastOut(BaseModel):

@@ -4,7 +4,7 @@
   what ``pip install delayline`` serves.
 - :mod:`.schedule_commands`: ``delayline schedule``, recurring schedules (add, pause,
   resume, rm, list, show, next); client commands too. :mod:`.schedule_views` prints them.
-- :mod:`.operator_commands`: stats, pending, and drain.
+- :mod:`.operator_commands`: stats, history, pending, and drain.
 - :mod:`.server_commands`: run, api and entrypoint; the server extra loads inside them.
 - :mod:`.cluster_commands`: ``delayline cluster``, a Spark standalone cluster.
 - :mod:`.options`: what they share.
@@ -70,6 +70,7 @@ main.add_command(client_commands.tail)
 main.add_command(client_commands.levels)
 main.add_command(schedule_commands.schedule)
 main.add_command(operator_commands.stats)
+main.add_command(operator_commands.history)
 main.add_command(operator_commands.pending)
 main.add_command(operator_commands.drain)
 main.add_command(server_commands.run)

@@ -1,5 +1,5 @@
-"""The commands of an operator: stats and pending, which read what the scheduler
-keeps, and drain, which hands a stopped scheduler's state to a new checkpoint (it
+"""The commands of an operator: stats, history and pending, which read what the
+scheduler keeps, and drain, which hands a stopped scheduler's state to a new checkpoint (it
 needs the server extra)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from delayline import timing
 from delayline.cli.options import embedded_redis_options, redis_url_option, server_extra
 from delayline.client import Client
 from delayline.forecast import DEFAULT_HOT_OVER, GRANULARITIES
+from delayline.history import DEFAULT_MINUTES, MAX_MINUTES
 from delayline.metrics import percentile_ms
 from delayline.moments import parse_moment_ms
 from delayline.progress import ProgressBar, format_bound
@@ -55,6 +56,44 @@ def stats(redis_url: str, as_json: bool) -> None:
         f"{'scheduler':<18}"
         + ("never ran" if age is None else f"last batch {age / 1000:.1f} s ago")
     )
+
+
+@click.command()
+@redis_url_option
+@click.option(
+    "--minutes",
+    type=click.IntRange(1, MAX_MINUTES),
+    default=DEFAULT_MINUTES,
+    show_default=True,
+    help="How many minutes back, the current one included (the server keeps 25 hours).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, every minute included.")
+def history(redis_url: str, minutes: int, as_json: bool) -> None:
+    """What each minute delivered, dropped and rejected, and how late: the history the
+    server keeps, whoever reads it. Minutes with nothing are left out of the table.
+
+    \b
+    Example:
+      delayline history --minutes 1440
+    """
+    with Client(redis_url) as client:
+        found = client.history(minutes)
+    if as_json:
+        click.echo(json.dumps(found.to_json()))
+        return
+    shown = [m for m in found.minutes if m.delivered or m.dropped or m.rejected]
+    if not shown:
+        click.echo(f"nothing delivered, dropped or rejected in the last {minutes} minutes")
+        return
+    click.echo(f"{'minute (UTC)':<18}{'delivered':>10}{'dropped':>9}{'rejected':>10}  lateness")
+    for minute in shown:
+        p50, p99 = format_bound(minute.lateness_ms(0.5)), format_bound(minute.lateness_ms(0.99))
+        at = timing.format_time(minute.minute_ms)[:16].replace("T", " ")
+        click.echo(
+            f"{at:<18}{minute.delivered:>10,}{minute.dropped:>9,}{minute.rejected:>10,}"
+            f"  p50 {p50}  p99 {p99}"
+        )
+    click.echo(f"{'in all':<18}{found.delivered:>10,}")
 
 
 def window_end(text: str | None, flag: str) -> datetime | None:

@@ -36,6 +36,10 @@ FORECAST_TTL_S = 7 * 24 * 3600
 #: What a minute's forecast hash name takes to name its per-second hash (lua/forecast.lua).
 FORECAST_SECONDS_SUFFIX = ":s"
 
+#: How long a minute's delivery history outlives its end (25 hours, in s): the last
+#: day is always there, and a Redis holds at most about 1,500 minutes of it a shard.
+HISTORY_TTL_S = 25 * 3600
+
 #: Listing requests for the running scheduler (list of "<listing id> <request JSON>").
 LISTINGS = "delayline:listings"
 #: How long a listing's status and rows are kept (s).
@@ -213,6 +217,11 @@ class ShardKeys:
         """Hash of a due minute's pending counts, its fields as :mod:`delayline.forecast`
         names them (per topic, and cancels of unknown topic). See lua/forecast.lua."""
         return f"{self.namespace}forecast:{minute}"
+
+    def history(self, minute: int) -> str:
+        """Hash of what was delivered in a minute (by Redis's clock), its fields as
+        :mod:`delayline.history` names them. See lua/topic_writes.lua."""
+        return f"{self.namespace}history:{minute}"
 
     def forecast_seconds(self, minute: int) -> str:
         """Hash of a due minute's pending counts per second: <second of the minute> -> n."""

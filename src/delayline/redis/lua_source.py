@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-from delayline import forecast
+from delayline import forecast, history
 from delayline.errors import DelaylineError
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 from delayline.redis import keys
@@ -81,6 +81,10 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "FORECAST": _name(keys.UNSHARDED.forecast(0)).removesuffix("0"),
     "FORECAST_INDEX": _name(keys.UNSHARDED.forecast_index),
     "FORECAST_TTL_S": keys.FORECAST_TTL_S,
+    "HISTORY": _name(keys.UNSHARDED.history(0)).removesuffix("0"),
+    "HISTORY_TTL_S": keys.HISTORY_TTL_S,
+    "HISTORY_COUNTED": ", ".join(f"'{name}'" for name in history.COUNTED),
+    "HISTORY_LATENESS": history.LATENESS_PREFIX,
     "NAMESPACE": keys.NAMESPACE,
     "READY": _name(keys.UNSHARDED.ready),
     "FENCE": _name(keys.UNSHARDED.fence),

@@ -5,7 +5,7 @@ includes them in this order:
 - :mod:`.schedules`: ``/v1/schedules...``, put, pause, resume and delete a recurring
   schedule; list schedules, show one, preview its next runs.
 - :mod:`.pending`: ``/v1/pending...``, the forecast and the listing of pending messages.
-- :mod:`.monitoring`: ``/v1/stats``, ``/v1/rejects``, ``/v1/dead-letters``,
+- :mod:`.monitoring`: ``/v1/stats``, ``/v1/history``, ``/v1/rejects``, ``/v1/dead-letters``,
   ``/healthz`` and ``/metrics``.
 - :mod:`.dashboard`: ``/ui``.
 """

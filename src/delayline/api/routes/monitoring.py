@@ -1,5 +1,5 @@
-"""What an operator or a monitor reads: stats, refused records, dead letters, the
-health check and Prometheus metrics."""
+"""What an operator or a monitor reads: stats, the delivery history, refused records,
+dead letters, the health check and Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from delayline.api.dependencies import Sdk
-from delayline.api.schemas import EntryOut, HealthOut
+from delayline.api.schemas import EntryOut, HealthOut, HistoryOut
 from delayline.errors import TransportError
+from delayline.history import DEFAULT_MINUTES, MAX_MINUTES
 from delayline.plans.observing import SCHEDULER_ALIVE_MS
 
 #: How long /healthz waits for Redis's answer before 503 (s): a load balancer's check
@@ -29,6 +30,16 @@ async def stats(client: Sdk) -> dict[str, Any]:
     """Counters, pending, outbox, lateness percentiles and histogram, the last batch's
     age and duration, and the horizon: ``delayline stats --json``."""
     return (await client.metrics()).to_json()
+
+
+@router.get("/v1/history", response_model=HistoryOut)
+async def history(
+    client: Sdk, minutes: int = Query(DEFAULT_MINUTES, ge=1, le=MAX_MINUTES)
+) -> HistoryOut:
+    """What each of the last ``minutes`` minutes (UTC, the current one last) delivered,
+    dropped and rejected, and its lateness: kept by the server for a day and an hour,
+    whoever reads it."""
+    return HistoryOut.of(await client.history(minutes))
 
 
 @router.get("/v1/rejects", response_model=list[EntryOut])

@@ -207,6 +207,24 @@ local function topic_writes(ctx)
       redis.call('LTRIM', box[3], 0, 0)
     end
     pending_flush()
+    -- The minute's history (delayline/history.py), by Redis's clock: its counts and
+    -- its deliveries' lateness, kept ${HISTORY_TTL_S} s past the minute's end.
+    local minute = math.floor(now_ms / 60000)
+    local history = ns .. '${HISTORY}' .. minute
+    local wrote = false
+    for _, name in ipairs({${HISTORY_COUNTED}}) do
+      if counts[name] > 0 then
+        redis.call('HINCRBY', history, name, counts[name])
+        wrote = true
+      end
+    end
+    for label, value in pairs(late_counts) do
+      redis.call('HINCRBY', history, '${HISTORY_LATENESS}' .. label, value)
+    end
+    if counts.delivered > 0 then
+      redis.call('HINCRBY', history, '${HISTORY_LATENESS}${SUM_FIELD}', late_sum)
+    end
+    if wrote then redis.call('EXPIREAT', history, (minute + 1) * 60 + ${HISTORY_TTL_S}) end
   end
   d.now_ms, d.now, d.counts, d.ready_key = now_ms, now, counts, ready_key
   d.add_reject, d.count_delivered, d.reject_undelivered = add_reject, count_delivered,
