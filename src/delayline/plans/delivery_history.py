@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from delayline.history import History, build, window
+from delayline.history import MINUTE_MS, History, build, window
 from delayline.plans import Plan
 from delayline.plans.observing import summed
 from delayline.redis import keys
@@ -18,7 +18,7 @@ def history(*, minutes: int, now_ms: int, shards: int = 1) -> Plan[History]:
     layout = keys.read_layout(shards)
     minutes_ms = window(minutes, now_ms)
     commands = [
-        ("HGETALL", shard.history(at_ms // 60_000)) for at_ms in minutes_ms for shard in layout
+        ("HGETALL", shard.history(at_ms // MINUTE_MS)) for at_ms in minutes_ms for shard in layout
     ]
 
     def parse(replies: list[Any]) -> History:
