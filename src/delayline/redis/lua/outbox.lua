@@ -1,4 +1,4 @@
--- A library: the outbox's one encoding, written and read only through these two
+-- A library: the outbox's one encoding, written and read only through these
 -- functions. Format 1 packs {1, topic, body, key, headers, deliver_at_ms, attempt,
 -- journal key, cancel-requests key}; an entry without the leading format number
 -- predates it. box is {outbox, outbox data, bell}: the keys, as the script was
@@ -15,16 +15,19 @@ local function outbox_put(box, now_ms, id, topic, body, key, headers, due, attem
   end
   return true
 end
+local function outbox_fields(id, first, ...)
+  if type(first) ~= 'number' then return first, ... end
+  if first ~= 1 then
+    error({err = 'DELAYLINE_OUTBOX entry ' .. id .. ' has format ' .. first
+      .. ', newer than this delayline reads'})
+  end
+  return ...
+end
+-- An entry's fields, as values (topic, body, key, headers, due, attempt, journal,
+-- cancels): the pump decodes a thousand a call, and a table each would cost.
+local function outbox_decode(id, packed) return outbox_fields(id, cmsgpack.unpack(packed)) end
 local function outbox_get(outbox_data, id)
   local data = redis.call('HGET', outbox_data, id)
   if not data then return nil end
-  local fields = {cmsgpack.unpack(data)}
-  if type(fields[1]) == 'number' then
-    if fields[1] ~= 1 then
-      error({err = 'DELAYLINE_OUTBOX entry ' .. id .. ' has format ' .. fields[1]
-        .. ', newer than this delayline reads'})
-    end
-    table.remove(fields, 1)
-  end
-  return fields
+  return {outbox_decode(id, data)}
 end

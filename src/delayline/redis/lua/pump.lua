@@ -14,8 +14,24 @@ if refused then return refused end
 --! include topic_writes.lua
 local d = topic_writes({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[5],
   box = {KEYS[1], KEYS[2], KEYS[6]}, inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[3])})
-local due_ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', d.now, 'LIMIT', 0, ARGV[1])
-for _, id in ipairs(due_ids) do d.deliver_waiting(KEYS[2], id) end
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', d.now, 'WITHSCORES', 'LIMIT', 0, ARGV[1])
+-- Everything a message needs is read in one command per kind, not one per
+-- message: the entries, and whether each is journalled already (its journal is
+-- the one its due time names, as for almost every entry; journal_put asks for
+-- the rest itself).
+local due_ids, by_journal = {}, {}
+for i = 1, #due, 2 do
+  local id, journal = due[i], journal_of(due[i + 1])
+  due_ids[#due_ids + 1] = id
+  local ids = by_journal[journal] or {}
+  by_journal[journal] = ids
+  ids[#ids + 1] = id
+end
+for journal, ids in pairs(by_journal) do d.look_up_journal(journal, ids) end
+local entries = #due_ids > 0 and redis.call('HMGET', KEYS[2], unpack(due_ids)) or {}
+for i, id in ipairs(due_ids) do
+  if entries[i] then d.deliver_or_drop(id, outbox_decode(id, entries[i])) end
+end
 if d.placed_in_outbox then
   -- A reschedule put its new message among them: remove the due ids one by one.
   redis.call('ZREM', KEYS[1], unpack(due_ids))

@@ -36,14 +36,62 @@ local function topic_writes(ctx)
     accepted = 0}
   local late_counts, late_sum = {}, 0
   local expiring = {}
+  -- The journal entries of ids looked up ahead (d.look_up_journal): whether each
+  -- is there (true) or not (false); an id not looked up is nil. Entries for them
+  -- are written in one HSET a journal when the call ends (flush_journal), not one
+  -- HSETNX each: the pump journals a thousand messages a call.
+  local journalled, unwritten = {}, {}
+  local function look_up_journal(journal, ids)
+    if journal_ttl <= 0 or #ids == 0 then return end
+    local known = journalled[journal] or {}
+    journalled[journal] = known
+    local found = redis.call('HMGET', journal, unpack(ids))
+    for i, id in ipairs(ids) do known[id] = found[i] ~= false end
+  end
   local function journal_put(journal, id, value)
     if journal_ttl <= 0 then return 1 end
+    local known = journalled[journal]
+    if known and known[id] ~= nil then
+      if known[id] then return 0 end
+      known[id] = true
+      local pending = unwritten[journal] or {}
+      unwritten[journal] = pending
+      pending[id] = value
+      return 1
+    end
     local fresh = redis.call('HSETNX', journal, id, value)
     if fresh == 1 and not expiring[journal] then
       expiring[journal] = true
       redis.call('EXPIRE', journal, journal_ttl)
     end
     return fresh
+  end
+  -- Take back an entry journal_put made: the message was not delivered.
+  local function journal_take_back(journal, id)
+    local pending = unwritten[journal]
+    if pending and pending[id] then
+      pending[id] = nil
+      journalled[journal][id] = false
+    else
+      redis.call('HDEL', journal, id)
+    end
+  end
+  local function flush_journal()
+    for journal, pending in pairs(unwritten) do
+      local args = {}
+      for id, value in pairs(pending) do
+        args[#args + 1] = id
+        args[#args + 1] = value
+        -- unpack's stack is limited: a thousand fields at most a call.
+        if #args == 2000 then
+          redis.call('HSET', journal, unpack(args))
+          args = {}
+        end
+      end
+      if #args > 0 then redis.call('HSET', journal, unpack(args)) end
+      redis.call('EXPIRE', journal, journal_ttl)
+    end
+    unwritten = {}
   end
   -- fields: name, value, ... as XADD takes them. status_key and id name the hash
   -- that tells status() "rejected" with the reason; '' for a record without an id.
@@ -67,25 +115,36 @@ local function topic_writes(ctx)
     registered[topic] = true
     redis.call('SADD', ns .. '${TOPICS}', topic)
   end
+  -- A call's messages are mostly due at the same ms: the last bucket is kept.
+  local last_late, last_label = nil, nil
   local function count_delivered(due, delivered_at_ms)
     counts.delivered = counts.delivered + 1
     local late = delivered_at_ms - tonumber(due)
     late_sum = late_sum + late
-    local label = '+Inf'
-    for _, bound in ipairs(bounds) do
-      if late <= bound then label = tostring(bound) break end
+    if late ~= last_late then
+      last_late, last_label = late, '+Inf'
+      for _, bound in ipairs(bounds) do
+        if late <= bound then last_label = tostring(bound) break end
+      end
     end
-    late_counts[label] = (late_counts[label] or 0) + 1
+    late_counts[last_label] = (late_counts[last_label] or 0) + 1
   end
   -- The topic key holds another type (WRONGTYPE), or cannot take an entry:
   -- raising would fail the chunk on every retry, for good. Keep the message as a
   -- reject, and take back its journal entry: it was not delivered.
   local function reject_undelivered(topic, id, body, key, headers, due, attempt, err)
-    if journal_ttl > 0 then redis.call('HDEL', journal_of(due), id) end
+    if journal_ttl > 0 then journal_take_back(journal_of(due), id) end
     local reason = 'cannot deliver to topic ' .. topic .. ': ' .. err
     add_reject({'id', id, 'topic', topic, 'body', body, 'key', key, 'headers', headers,
       'deliver_at_ms', due, 'attempt', attempt, 'reason', reason, 'rejected_at_ms', now},
       rejected_of(due), id, reason)
+  end
+  -- The topic entry: the one place its fields are listed (a ready entry adds its
+  -- topic's after them). Its values are passed as they are, not through a table:
+  -- the pump adds a thousand a call.
+  local function add_entry(call, stream, id, body, key, headers, due, attempt, ...)
+    return call('XADD', stream, '*', 'id', id, 'body', body, 'key', key, 'headers', headers,
+      'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt, ...)
   end
   local function deliver(topic, id, body, key, headers, due, attempt, journal)
     -- However it ends (delivered, a duplicate, a reject), it is no longer pending.
@@ -94,16 +153,13 @@ local function topic_writes(ctx)
       counts.duplicates = counts.duplicates + 1
       return
     end
-    -- The topic entry: the one place its fields are listed.
-    local entry = {'id', id, 'body', body, 'key', key, 'headers', headers,
-      'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt}
     register(topic)
     if ready_key ~= '' then
-      redis.call('XADD', ready_key, '*', 'topic', topic, unpack(entry))
+      add_entry(redis.call, ready_key, id, body, key, headers, due, attempt, 'topic', topic)
       readied = outside
       return
     end
-    local added = redis.pcall('XADD', topic, '*', unpack(entry))
+    local added = add_entry(redis.pcall, topic, id, body, key, headers, due, attempt)
     if type(added) == 'table' and added.err then
       reject_undelivered(topic, id, body, key, headers, due, attempt, added.err)
       return
@@ -174,7 +230,7 @@ local function topic_writes(ctx)
   -- Deliver a due message, or drop it if a cancel was requested for it meanwhile
   -- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
   -- after its slot fired still wins, as long as the message has not gone out.
-  local function deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+  local function deliver_or_drop(id, topic, body, key, headers, due, attempt, journal, cancels)
     if cancel_requested(cancels, id) then
       drop(topic, id, body, key, headers, due, attempt, journal, cancels)
     else
@@ -184,13 +240,13 @@ local function topic_writes(ctx)
   -- Deliver (or drop) the message waiting under id in the outbox data hash; the
   -- caller removes it from the outbox. False if none waits.
   local function deliver_waiting(outbox_data, id)
-    local fields = outbox_get(outbox_data, id)
-    if not fields then return false end
-    local topic, body, key, headers, due, attempt, journal, cancels = unpack(fields)
-    deliver_or_drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+    local packed = redis.call('HGET', outbox_data, id)
+    if not packed then return false end
+    deliver_or_drop(id, outbox_decode(id, packed))
     return true
   end
   local function flush_counts(stats, lateness)
+    flush_journal()
     if counts.rejected > 0 then
       -- The rejects stream keeps the newest ${REJECTS_MAX_LEN} or so; what goes is counted.
       counts.rejects_trimmed = redis.call('XTRIM', rejects_key, 'MAXLEN', '~', ${REJECTS_MAX_LEN})
@@ -231,5 +287,6 @@ local function topic_writes(ctx)
     reject_undelivered
   d.inbound_send, d.drop, d.deliver_or_drop = inbound_send, drop, deliver_or_drop
   d.deliver_waiting, d.flush_counts = deliver_waiting, flush_counts
+  d.look_up_journal = look_up_journal
   return d
 end

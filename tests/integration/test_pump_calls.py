@@ -1,0 +1,91 @@
+"""One pump call against a real server: what it asks Redis for a call's messages, and
+each outcome of a call that mixes them (delivered, journalled already, cancelled,
+rejected)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from delayline import Client
+from delayline.redis import keys
+from delayline.redis.lua_source import CANCELLED_MARK
+from delayline.redis.store import DeliveryStore
+from delayline.testing import wait_for
+from delayline.timing import now_ms
+
+#: Commands a call might send per message; the test counts each.
+COUNTED = ("hget", "hsetnx", "hmget", "hset", "xadd")
+
+
+def calls(raw: redis.Redis) -> dict[str, int]:
+    """How many times Redis has run each of COUNTED, scripts' calls included."""
+    stats: dict[str, Any] = raw.info("commandstats")
+    return {name: int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in COUNTED}
+
+
+def send_due_soon(url: str, topics: list[str]) -> tuple[list[str], int]:
+    """One message per topic, all due at the same ms, half a second away; and that ms."""
+    due_ms = now_ms() + 500
+    with Client(url) as client:
+        sent = client.send_many([{"topic": t, "body": b"x", "deliver_at": due_ms} for t in topics])
+    return sent, due_ms
+
+
+def pump_once_due(url: str, due_ms: int) -> int:
+    """Wait until ``due_ms`` has passed, then pump once; returns how many it moved."""
+    wait_for(lambda: now_ms() > due_ms, 5, "the messages to be due", interval_s=0.01)
+    return DeliveryStore.from_url(url).pump(1_000, 60).moved
+
+
+def test_a_call_reads_and_journals_its_messages_with_one_command_each(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    sent, due_ms = send_due_soon(redis_url, ["orders"] * 300)
+    before = calls(raw_redis)
+    assert pump_once_due(redis_url, due_ms) == 300
+    after = calls(raw_redis)
+    # The entries and the journal are read with one HMGET each, and the journal
+    # written with one HSET; only the topic entries take a command each.
+    assert {name: after[name] - before[name] for name in COUNTED} == {
+        "hget": 0,
+        "hsetnx": 0,
+        "hmget": 2,
+        "hset": 1,
+        "xadd": 300,
+    }
+    # Due at the same ms, they go in id order (the outbox sorts ties by member).
+    assert [f[b"id"].decode() for _, f in raw_redis.xrange("orders")] == sorted(sent)
+    journal = raw_redis.hgetall(keys.journal(due_ms))
+    assert sorted(journal) == sorted(i.encode() for i in sent)
+
+
+def test_one_call_delivers_skips_drops_and_rejects_each_message_once(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    raw_redis.set("poisoned", "not a stream")
+    sent, due_ms = send_due_soon(redis_url, ["orders", "orders", "orders", "poisoned", "orders"])
+    fresh, journalled, cancelled, rejected, last = sent
+    journal = keys.journal(due_ms)
+    raw_redis.hset(journal, journalled, "1")  # as if a replay had delivered it already
+    with Client(redis_url) as client:
+        assert client.cancel(cancelled)
+    assert pump_once_due(redis_url, due_ms) == 5
+    assert [f[b"id"].decode() for _, f in raw_redis.xrange("orders")] == sorted([fresh, last])
+    stats = {k.decode(): int(v) for k, v in raw_redis.hgetall(keys.STATS).items()}
+    assert {k: stats.get(k, 0) for k in ("delivered", "duplicates", "dropped", "rejected")} == {
+        "delivered": 2,
+        "duplicates": 1,
+        "dropped": 1,
+        "rejected": 1,
+    }
+    assert raw_redis.hget(journal, journalled) == b"1"
+    assert raw_redis.hget(journal, cancelled) == CANCELLED_MARK
+    # Not delivered, so the journal must not say it was; its reject says why.
+    assert raw_redis.hget(journal, rejected) is None
+    assert raw_redis.hget(keys.rejected(due_ms), rejected) is not None
+    for delivered in (fresh, last):
+        assert int(raw_redis.hget(journal, delivered) or 0) >= due_ms
+    assert raw_redis.ttl(journal) > 0
+    assert raw_redis.zcard(keys.OUTBOX) == raw_redis.hlen(keys.OUTBOX_DATA) == 0
