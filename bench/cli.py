@@ -13,6 +13,7 @@ python -m bench pump                  # pump throughput, Redis time per message 
 python -m bench floor                 # PSS of the query's process model doing nothing (~1 min)
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
+python -m bench rate-limit [--quick]  # a 2,000/s topic limit, a herd of 20,000 (~3 min; quick ~1)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
 python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~20-27 min)
 python -m bench redis-cluster --quick # its smoke test, 3 shards (~70 s)
@@ -242,6 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     listing.add_argument("--port", type=int, default=16396)
     listing.add_argument("--out", type=Path, default=RESULTS / "listing.json")
 
+    rate = commands.add_parser("rate-limit", help="a topic's delivery rate limit and a herd")
+    rate.add_argument("--rate", type=int, default=2_000)
+    rate.add_argument("--herd", type=int, default=20_000)
+    rate.add_argument("--wave", type=int, default=2_000, help="due 1 s after the herd")
+    rate.add_argument("--lead-s", type=float, default=75.0)
+    rate.add_argument("--quick", action="store_true", help="4,000 and 400, 20 s ahead")
+    rate.add_argument("--port", type=int, default=16395)
+    rate.add_argument("--out", type=Path, default=RESULTS / "rate-limit" / "rate_limit.json")
+
     scaling = commands.add_parser("scaling", help="capacity on three Spark deployments")
     scaling.add_argument("--quick", action="store_true", help="a smoke test (about 4 min)")
     scaling.add_argument("--deployments", default="local-cluster-1,local-cluster-2,standalone-2",
@@ -332,6 +342,14 @@ def main(argv: list[str] | None = None) -> int:
 
         forecast_sizes = [int(size) for size in args.pending.split(",")]
         return _report(args.out, forecast_run.main(forecast_sizes, args.days, args.port))
+    if args.command == "rate-limit":
+        from bench import rate_limit  # starts delayline run
+
+        if args.quick:
+            args.herd, args.wave, args.lead_s = 4_000, 400, 20.0
+        return _report(
+            args.out, rate_limit.main(args.rate, args.herd, args.wave, args.lead_s, args.port)
+        )
     if args.command == "listing":
         from bench import list_latency  # starts delayline run
 

@@ -14,18 +14,16 @@ the SDK:
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.systems.processes import fresh_log, kill_group, spawn, wait_for_log
-from delayline import Client, local
+from bench.systems.processes import kill_group, start_delayline_run
+from delayline import Client
 from delayline.timing import now_ms
 
 TOPIC = "bench.orders"
@@ -47,14 +45,8 @@ def timed(call: Any, repeats: int) -> tuple[float, Any]:
 
 def main(pending: int, port: int, repeats: int = 3) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="delayline-bench-listing-"))
-    log = fresh_log(workdir / "run.log")
-    args = ["--redis-port", str(port), "--no-api", "--data-dir", str(workdir / "data")]
-    process = spawn(
-        [sys.executable, "-m", "delayline", "run", *args], env=dict(os.environ), log=log
-    )
+    process, url = start_delayline_run(workdir, port, START_TIMEOUT_S)
     try:
-        wait_for_log(log, "scheduler running", START_TIMEOUT_S, process)
-        url = str(local.read_url(local.server_dir(workdir / "data")))
         rng = random.Random(11)
         began = time.monotonic()
         with Client(url) as client:

@@ -76,12 +76,12 @@ PUMP_PARTS = (
     ("lateness count", "for _, bound in ipairs(bounds) do", "for _, bound in ipairs({}) do"),
     (
         "delivery (read and remove only)",
-        "if entries[i] then d.deliver_or_drop(id, outbox_decode(id, entries[i])) end",
-        "if entries[i] then outbox_decode(id, entries[i]) end",
+        "deliver_or_hold(id, tonumber(due[2 * i]), outbox_decode(id, entries[i]))",
+        "outbox_decode(id, entries[i])",
     ),
     (
         "read (remove only)",
-        "if entries[i] then d.deliver_or_drop(id, outbox_decode(id, entries[i])) end",
+        "deliver_or_hold(id, tonumber(due[2 * i]), outbox_decode(id, entries[i]))",
         "",
     ),
 )

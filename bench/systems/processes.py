@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from delayline import local
 from delayline.testing import wait_for
 
 
@@ -71,3 +73,21 @@ def wait_for_log(log: Path, text: str, timeout_s: float, process: subprocess.Pop
         return False
 
     wait_for(logged, timeout_s, f"{text!r} in {log}", interval_s=0.2)
+
+
+def start_delayline_run(
+    workdir: Path, port: int, timeout_s: float, *options: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``delayline run`` (embedded Redis on ``port``, no API, ``options`` after) in
+    ``workdir``; return it once its scheduler runs, and its Redis URL."""
+    log = fresh_log(workdir / "run.log")
+    args = ["--redis-port", str(port), "--no-api", "--data-dir", str(workdir / "data"), *options]
+    process = spawn(
+        [sys.executable, "-m", "delayline", "run", *args], env=dict(os.environ), log=log
+    )
+    try:
+        wait_for_log(log, "scheduler running", timeout_s, process)
+    except BaseException:
+        kill_group(process)
+        raise
+    return process, str(local.read_url(local.server_dir(workdir / "data")))

@@ -17,6 +17,7 @@ from delayline.client_base import (
     DEFAULT_CLAIM_IDLE_MS,
     DEFAULT_STATUS_RETENTION_MS,
 )
+from delayline.client_limits import AsyncLimitMethods
 from delayline.delivery import DeliveryBase
 from delayline.errors import MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
@@ -39,7 +40,7 @@ from delayline.validation import Limits
 T = TypeVar("T")
 
 
-class AsyncClient(AsyncScheduleMethods):
+class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
     """:class:`delayline.Client` for asyncio: the same methods, awaited."""
 
     def __init__(

@@ -23,6 +23,7 @@ from delayline.client_base import (
     DEFAULT_STATUS_RETENTION_MS,
     message_batch,
 )
+from delayline.client_limits import LimitMethods
 from delayline.client_schedules import ScheduleMethods
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, MessageStateError
@@ -61,7 +62,7 @@ def kafka_producer(brokers: str, topic: str) -> KafkaInboundProducer:
     return KafkaInboundProducer(brokers, topic)
 
 
-class Client(ScheduleMethods):
+class Client(ScheduleMethods, LimitMethods):
     """A connection to the Redis that a delayline scheduler reads.
 
     ``Client()`` connects to ``$DELAYLINE_REDIS_URL``, else to the embedded server of a

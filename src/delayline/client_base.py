@@ -16,12 +16,14 @@ from delayline import timing
 from delayline.errors import ScheduleNotFoundError, ValidationError, quoted
 from delayline.forecast import Forecast, check_granularity
 from delayline.history import History, check_minutes
+from delayline.limits import TopicLimit
 from delayline.listing import SCHEDULES, ListRequest, PendingMessage
 from delayline.model import Message, message_from
 from delayline.plans import (
     Plan,
     consuming,
     delivery_history,
+    limiting,
     observing,
     producing,
     scheduling,
@@ -234,6 +236,18 @@ class ClientBase:
             lambda published: observing.metrics(
                 now_ms=timing.now_ms(), shards=published.read_shards
             )
+        )
+
+    def _set_limit_plan(self, limit: TopicLimit) -> Plan[TopicLimit]:
+        return self._with_published(
+            lambda published: limiting.set_limit(
+                limit, shards=published.shards, read_shards=published.read_shards
+            )
+        )
+
+    def _delete_limit_plan(self, topic: str) -> Plan[bool]:
+        return self._with_published(
+            lambda published: limiting.delete_limit(topic, read_shards=published.read_shards)
         )
 
     def _history_plan(self, minutes: int) -> Plan[History]:

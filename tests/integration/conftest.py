@@ -1,4 +1,5 @@
-"""One real local Spark session for the tests of the scheduling query."""
+"""One real local Spark session for the tests of the scheduling query, and a running
+pump for those of the outbox."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
+from delayline.scheduler.pump import Pump
 from delayline.scheduler.runtime.session import build_session
 from delayline.scheduler.settings import SchedulerSettings
 from tests.support.processes import kill_processes
@@ -40,3 +42,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         jvm.wait(JVM_EXIT_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         kill_processes([psutil.Process(jvm.pid)])
+
+
+@pytest.fixture
+def pump(redis_url: str) -> Iterator[Pump]:
+    """The scheduler's pump thread on the test's Redis; stopped, and checked gone, after."""
+    running = Pump(redis_url, journal_ttl_s=3600)
+    running.start()
+    yield running
+    running.stop()
+    assert not running.alive

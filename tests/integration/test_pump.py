@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -15,15 +14,6 @@ from delayline.redis import keys
 from delayline.redis.store import DeliveryStore
 from delayline.scheduler.pump import Pump
 from delayline.testing import wait_for
-
-
-@pytest.fixture
-def pump(redis_url: str) -> Iterator[Pump]:
-    running = Pump(redis_url, journal_ttl_s=3600)
-    running.start()
-    yield running
-    running.stop()
-    assert not running.alive
 
 
 def script_calls(raw: redis.Redis) -> int:

@@ -14,6 +14,8 @@ Routes (OpenAPI at ``/openapi.json``; Swagger UI at ``/docs`` when asked for):
 - ``GET /v1/schedules?topic=&limit=``, ``GET /v1/schedules/{topic}/{name}``: recurring
   schedules with their state (a scan of the state; 404 for an unknown one).
 - ``GET /v1/schedules/{topic}/{name}/next?n=``: a stored schedule's next runs.
+- ``GET /v1/limits``, ``PUT /v1/limits/{topic}``, ``DELETE /v1/limits/{topic}``: topics'
+  delivery limits (a rate, a spread).
 - ``GET /v1/pending``: the forecast, pending messages per time bucket and topic.
 - ``GET /v1/pending/messages``: the pending messages themselves (a scan of the state).
 - ``GET /v1/stats``: counters, lateness, the scheduler's last batch (``delayline stats``).
@@ -43,7 +45,14 @@ from delayline.api.middleware import (
     JsonBodies,
     RequestSizeLimit,
 )
-from delayline.api.routes import dashboard, messages, monitoring, pending, schedules
+from delayline.api.routes import (
+    dashboard,
+    messages,
+    monitoring,
+    pending,
+    schedules,
+    topic_limits,
+)
 from delayline.async_client import AsyncClient
 from delayline.validation import Limits
 
@@ -91,6 +100,6 @@ def create_app(
         app.add_middleware(BearerTokenAuth, token=api_token)
     app.add_middleware(HostAllowList, hosts=allowed_hosts)
     add_error_handlers(app)
-    for area in (messages, schedules, pending, monitoring, dashboard):
+    for area in (messages, schedules, topic_limits, pending, monitoring, dashboard):
         app.include_router(area.router)
     return app

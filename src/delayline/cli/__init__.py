@@ -4,6 +4,7 @@
   what ``pip install delayline`` serves.
 - :mod:`.schedule_commands`: ``delayline schedule``, recurring schedules (add, pause,
   resume, rm, list, show, next); client commands too. :mod:`.schedule_views` prints them.
+- :mod:`.limit_commands`: ``delayline limits``, topics' delivery limits (set, rm, list).
 - :mod:`.operator_commands`: stats, history, pending, and drain.
 - :mod:`.server_commands`: run, api and entrypoint; the server extra loads inside them.
 - :mod:`.cluster_commands`: ``delayline cluster``, a Spark standalone cluster.
@@ -24,6 +25,7 @@ from delayline.__about__ import __version__
 from delayline.cli import (
     client_commands,
     cluster_commands,
+    limit_commands,
     operator_commands,
     schedule_commands,
     server_commands,
@@ -69,6 +71,7 @@ main.add_command(client_commands.status)
 main.add_command(client_commands.tail)
 main.add_command(client_commands.levels)
 main.add_command(schedule_commands.schedule)
+main.add_command(limit_commands.limits)
 main.add_command(operator_commands.stats)
 main.add_command(operator_commands.history)
 main.add_command(operator_commands.pending)

@@ -40,6 +40,9 @@ FORECAST_SECONDS_SUFFIX = ":s"
 #: day is always there, and a Redis holds at most about 1,500 minutes of it a shard.
 HISTORY_TTL_S = 25 * 3600
 
+#: How long a topic's rate-slot counters outlive their second (s; lua/delivery_limits.lua).
+RATE_SLOTS_TTL_S = 120
+
 #: Listing requests for the running scheduler (list of "<listing id> <request JSON>").
 LISTINGS = "delayline:listings"
 #: How long a listing's status and rows are kept (s).
@@ -189,6 +192,17 @@ class ShardKeys:
         """The topic streams the shard's deliveries wrote to (set), which the scheduler
         trims by their retention (see delayline/retention.py)."""
         return self.namespace + "topics"
+
+    @property
+    def limits(self) -> str:
+        """Topics' delivery limits (hash: topic -> limit as delayline/limits.py stores
+        it, with this shard's share of the rate)."""
+        return self.namespace + "limits"
+
+    def rate_slots(self, topic: str) -> str:
+        """The first second not known full of ``topic``'s rate slots (string); with
+        ``:<second>`` after it, the slots of that second taken (lua/delivery_limits.lua)."""
+        return f"{self.namespace}rate:{topic}"
 
     @property
     def fence(self) -> str:

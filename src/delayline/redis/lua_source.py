@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-from delayline import forecast, history
+from delayline import forecast, history, limits
 from delayline.errors import DelaylineError
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 from delayline.redis import keys
@@ -93,6 +93,11 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "TARGET": _name(keys.UNSHARDED.target),
     "LATENESS_BUCKETS_MS": ", ".join(str(bound) for bound in BUCKETS_MS),
     "SUM_FIELD": SUM_FIELD,
+    "LIMITS": _name(keys.UNSHARDED.limits),
+    "RATE_SLOTS": _name(keys.UNSHARDED.rate_slots("")),
+    "RATE_SLOTS_TTL_S": keys.RATE_SLOTS_TTL_S,
+    "SHARD_RATE_FIELD": limits.SHARD_RATE_FIELD,
+    "SPREAD_FIELD": limits.SPREAD_FIELD,
 }
 
 #: The scripts and their libraries.

@@ -36,6 +36,7 @@ source records it from the stream either way.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,7 +290,8 @@ class PumpResult:
 def pump_result(reply: Sequence[Any]) -> PumpResult:
     """PUMP's reply."""
     moved, now_ms, next_due, ready = reply
-    next_due_ms = int(float(next_due))
+    # A held message's score has a fraction (lua/pump.lua): it is due at the next ms.
+    next_due_ms = math.ceil(float(next_due))
     return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms, int(ready))
 
 

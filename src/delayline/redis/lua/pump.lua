@@ -3,15 +3,20 @@
 -- A message whose id the SDK recorded a cancel for meanwhile is dropped instead;
 -- one whose topic key is not a stream becomes a reject.
 -- A reschedule's message is dropped and sent again under its new id.
+-- A message of a topic with a delivery limit may be held instead
+-- (lua/delivery_limits.lua): put back at the ms it may go, less half a ms. Such
+-- a score (with a fraction) marks a message held already, which goes when due.
 -- KEYS: outbox, outbox data, stats, lateness, rejects, outbox bell, inbound, namespace.
 -- ARGV: max messages, journal ttl s, horizon ms, fencing token (fence.lua).
--- Returns {moved, now_ms, next due ms or -1, entries in the shard's ready stream}.
+-- Returns {moved or held, now_ms, next due ms or -1 (perhaps with a fraction: round
+-- it up), entries in the shard's ready stream}.
 
 local ns = KEYS[8]
 --! include fence.lua
 local refused = fence_refusal(ARGV[4])
 if refused then return refused end
 --! include topic_writes.lua
+--! include delivery_limits.lua
 local d = topic_writes({journal_ttl = tonumber(ARGV[2]), rejects_key = KEYS[5],
   box = {KEYS[1], KEYS[2], KEYS[6]}, inbound_key = KEYS[7], horizon_ms = tonumber(ARGV[3])})
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', d.now, 'WITHSCORES', 'LIMIT', 0, ARGV[1])
@@ -29,19 +34,38 @@ for i = 1, #due, 2 do
 end
 for journal, ids in pairs(by_journal) do d.look_up_journal(journal, ids) end
 local entries = #due_ids > 0 and redis.call('HMGET', KEYS[2], unpack(due_ids)) or {}
+-- held: score, id, ... to put back; gone: the ids whose entries go.
+local held, gone = {}, {}
+local function deliver_or_hold(id, score, topic, ...)
+  if score == math.floor(score) then
+    local until_ms = hold_until(id, topic, score, d.now_ms)
+    if until_ms then
+      held[#held + 1] = until_ms - 0.5
+      held[#held + 1] = id
+      return
+    end
+  end
+  gone[#gone + 1] = id
+  d.deliver_or_drop(id, topic, ...)
+end
 for i, id in ipairs(due_ids) do
-  if entries[i] then d.deliver_or_drop(id, outbox_decode(id, entries[i])) end
+  if entries[i] then
+    deliver_or_hold(id, tonumber(due[2 * i]), outbox_decode(id, entries[i]))
+  else
+    gone[#gone + 1] = id
+  end
 end
 if d.placed_in_outbox then
   -- A reschedule put its new message among them: remove the due ids one by one.
   redis.call('ZREM', KEYS[1], unpack(due_ids))
-  redis.call('HDEL', KEYS[2], unpack(due_ids))
 elseif #due_ids > 0 then
   -- The due ids are the outbox's lowest ranks: removing the range is cheaper
   -- than looking each one up again.
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #due_ids - 1)
-  redis.call('HDEL', KEYS[2], unpack(due_ids))
 end
+if #gone > 0 then redis.call('HDEL', KEYS[2], unpack(gone)) end
+if #held > 0 then redis.call('ZADD', KEYS[1], unpack(held)) end
+flush_slots()
 d.flush_counts(KEYS[3], KEYS[4])
 local next_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ready = 0

@@ -13,8 +13,9 @@
 --   'f' topic minute_ms delta                  (a change of a minute's count of runs ahead)
 --   'r' status_key id reason n field1 value1 ... fieldn valuen                   (rejected)
 -- A message already due goes to its topic now, unless a cancel was requested
--- for it (then it is dropped); one not yet due waits in the outbox (a sorted
--- set by due time) for the pump, which checks for a cancel in turn. If a message with its id
+-- for it (then it is dropped); one not yet due, or of a topic with a delivery
+-- limit, waits in the outbox (a sorted set by due time) for the pump, which checks
+-- for a cancel in turn and applies the limit. If a message with its id
 -- waits there already, that first one wins: this one is a duplicate, and if
 -- due, the first goes now. A message whose topic key is not a stream becomes a
 -- reject. A dropped message whose cancel was a reschedule's is sent again under
@@ -38,6 +39,7 @@ local ns = KEYS[9]
 local refused = fence_refusal(ARGV[7])
 if refused then return refused end
 --! include topic_writes.lua
+--! include delivery_limits.lua
 --! include cancel_request.lua
 local batch = tonumber(ARGV[1])
 local first = tonumber(ARGV[2])
@@ -90,7 +92,8 @@ for _ = 1, count do
       counts.cascaded = counts.cascaded + 1
     elseif kind ~= 'd' then
       return redis.error_reply('DELAYLINE_ROW unknown row kind ' .. tostring(kind))
-    elseif tonumber(due) > d.now_ms then
+    elseif tonumber(due) > d.now_ms or topic_limit(topic) then
+      -- (A due message of a limited topic goes through the pump, which applies it.)
       -- A message whose id already waits in the outbox is a duplicate: the first one wins.
       if not outbox_put(box, d.now_ms, id, topic, body, key, headers, due, attempt, journal,
           cancels) then
