@@ -9,6 +9,7 @@ from collections import Counter
 import redis
 
 from delayline import Client
+from delayline.forecast import Forecast
 from delayline.ids import new_message_id
 from delayline.limits import TopicLimit
 from delayline.redis import keys
@@ -127,3 +128,45 @@ def test_a_deleted_limit_lets_messages_go_at_their_time(
     entries = delivered(raw_redis, "slow", 50, 5)
     assert sorted(e["id"].decode() for e in entries) == sorted(herd)
     assert max(e["delivered_at_ms"] - due_ms for e in entries) < 200
+
+
+def test_the_forecast_counts_a_held_message_when_it_will_go(
+    redis_url: str, raw_redis: redis.Redis, pump: Pump
+) -> None:
+    with Client(redis_url) as client:
+        client.set_topic_limit("herd", rate_per_s=10)
+        due_ms = now_ms() + 300
+        herd = send_herd(redis_url, "herd", 1_300, due_ms)
+
+        def consistent(pending: int = len(herd)) -> Forecast | None:
+            # The pump delivers between the two reads: read until they agree.
+            forecast = client.pending(hot_over=20)
+            delivered = raw_redis.xlen("herd")
+            return forecast if forecast.total + delivered == pending else None
+
+        # Held at 10 a second, the herd goes over 130 s: the forecast shows it in
+        # the minutes it will go in, and no second with more than its 10.
+        def spread() -> Forecast | None:
+            forecast = consistent()
+            return forecast if forecast and len(forecast.buckets) >= 3 else None
+
+        forecast = wait_for(spread, 10, "the forecast to show the herd spread")
+        assert forecast.hot == []
+        assert all(bucket.count > 0 for bucket in forecast.buckets)
+        assert client.cancel(herd[-1])
+        wait_for(lambda: consistent(len(herd) - 1), 10, "the cancel in the forecast")
+
+
+def test_a_held_message_cancelled_leaves_nothing_in_the_forecast(
+    redis_url: str, raw_redis: redis.Redis, pump: Pump
+) -> None:
+    with Client(redis_url) as client:
+        client.set_topic_limit("herd", rate_per_s=2)
+        herd = send_herd(redis_url, "herd", 6, now_ms() + 300)
+        wait_for(lambda: raw_redis.xlen("herd") >= 1, 5, "the first delivery")
+        assert client.cancel(max(herd))  # held until its slot, two or so seconds on
+        wait_for(lambda: raw_redis.zcard(keys.OUTBOX) == 0, 10, "the herd to go", interval_s=0.05)
+        assert raw_redis.xlen("herd") == 5
+        # Counted where it was held until, and taken from its due time by the cancel:
+        # both are put right when it is dropped.
+        assert client.pending().buckets == []

@@ -48,14 +48,21 @@ local function pending_add(due, topic, delta)
 end
 -- A message dropped by a cancel: subtracted already if the cancel was
 -- (its ${FORECAST_TAKEN}<id> marker says so, and the topic it was subtracted under).
-local function pending_drop(due, topic, id, cancels)
+-- counted: the ms the message was counted at, if not its due time (held by its
+-- topic's delivery limit); a cancel subtracts at the due time, so that is put
+-- right here.
+local function pending_drop(due, topic, id, cancels, counted)
   local marker = redis.call('HGET', cancels, '${FORECAST_TAKEN}' .. id)
   if not marker then
-    pending_add(due, topic, -1)
+    pending_add(counted or due, topic, -1)
     return
   end
   redis.call('HDEL', cancels, '${FORECAST_TAKEN}' .. id)
   if marker == '' then pending_change(due, topic, -1, -1, 0) end
+  if counted and counted ~= tonumber(due) then
+    pending_add(due, topic, 1)
+    pending_add(counted, topic, -1)
+  end
 end
 -- Each minute's counters outlive its end by ${FORECAST_TTL_S} s: an overdue
 -- minute (a scheduler that was down) stays visible, a forgotten one goes.

@@ -36,17 +36,21 @@ for journal, ids in pairs(by_journal) do d.look_up_journal(journal, ids) end
 local entries = #due_ids > 0 and redis.call('HMGET', KEYS[2], unpack(due_ids)) or {}
 -- held: score, id, ... to put back; gone: the ids whose entries go.
 local held, gone = {}, {}
-local function deliver_or_hold(id, score, topic, ...)
-  if score == math.floor(score) then
+-- The forecast counts a held message at the time it is held until.
+local function deliver_or_hold(id, score, topic, body, key, headers, due, attempt, journal, cancels)
+  if score == math.floor(score) and topic_limit(topic) and not d.cancel_requested(cancels, id) then
     local until_ms = hold_until(id, topic, score, d.now_ms)
     if until_ms then
       held[#held + 1] = until_ms - 0.5
       held[#held + 1] = id
+      pending_add(score, topic, -1)
+      pending_add(until_ms, topic, 1)
       return
     end
   end
   gone[#gone + 1] = id
-  d.deliver_or_drop(id, topic, ...)
+  d.deliver_or_drop(id, d.counted_at(score), topic, body, key, headers, due, attempt, journal,
+    cancels)
 end
 for i, id in ipairs(due_ids) do
   if entries[i] then

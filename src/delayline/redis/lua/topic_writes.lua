@@ -146,9 +146,11 @@ local function topic_writes(ctx)
     return call('XADD', stream, '*', 'id', id, 'body', body, 'key', key, 'headers', headers,
       'deliver_at_ms', due, 'delivered_at_ms', now, 'attempt', attempt, ...)
   end
-  local function deliver(topic, id, body, key, headers, due, attempt, journal)
+  -- counted: the ms the forecast counts the message at, if not its due time (a
+  -- message its delivery limit held is counted at the time it was held until).
+  local function deliver(topic, id, body, key, headers, due, attempt, journal, counted)
     -- However it ends (delivered, a duplicate, a reject), it is no longer pending.
-    pending_add(due, topic, -1)
+    pending_add(counted or due, topic, -1)
     if journal_put(journal, id, now) ~= 1 then
       counts.duplicates = counts.duplicates + 1
       return
@@ -212,17 +214,17 @@ local function topic_writes(ctx)
   -- A request that a change of the shard count copied here ends in ${VIA_INBOUND} if the
   -- new id is of another shard now: it goes through the inbound stream, which
   -- routes it there (see redis/layout.py).
-  local function drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+  local function drop(topic, id, body, key, headers, due, attempt, journal, cancels, counted)
     local _, new_id, new_due, via = string.match(redis.call('HGET', cancels, id) or '',
       '^([^:]*):([^:]+):(%d+)(.*)$')
     local mark = new_id and ('${RESCHEDULED}' .. new_id) or '${CANCELLED}'
     if journal_put(journal, id, mark) ~= 1 then
       counts.duplicates = counts.duplicates + 1
-      pending_add(due, topic, -1)
+      pending_add(counted or due, topic, -1)
       return
     end
     counts.dropped = counts.dropped + 1
-    pending_drop(due, topic, id, cancels)
+    pending_drop(due, topic, id, cancels, counted)
     if new_id then
       place(new_id, topic, body, key, headers, new_due, attempt, via == '${VIA_INBOUND}')
     end
@@ -230,19 +232,25 @@ local function topic_writes(ctx)
   -- Deliver a due message, or drop it if a cancel was requested for it meanwhile
   -- (by Client.cancel, or a raw cancel the source recorded): a cancel that comes
   -- after its slot fired still wins, as long as the message has not gone out.
-  local function deliver_or_drop(id, topic, body, key, headers, due, attempt, journal, cancels)
+  -- counted: as for deliver (nil: its due time).
+  local function deliver_or_drop(id, counted, topic, body, key, headers, due, attempt, journal,
+      cancels)
     if cancel_requested(cancels, id) then
-      drop(topic, id, body, key, headers, due, attempt, journal, cancels)
+      drop(topic, id, body, key, headers, due, attempt, journal, cancels, counted)
     else
-      deliver(topic, id, body, key, headers, due, attempt, journal)
+      deliver(topic, id, body, key, headers, due, attempt, journal, counted)
     end
   end
+  -- The ms the forecast counts an outbox entry of score at: the score, rounded up
+  -- (a held entry's has a fraction: lua/pump.lua).
+  local function counted_at(score) return score and math.ceil(tonumber(score)) end
   -- Deliver (or drop) the message waiting under id in the outbox data hash; the
   -- caller removes it from the outbox. False if none waits.
   local function deliver_waiting(outbox_data, id)
     local packed = redis.call('HGET', outbox_data, id)
     if not packed then return false end
-    deliver_or_drop(id, outbox_decode(id, packed))
+    local counted = counted_at(redis.call('ZSCORE', box[1], id))
+    deliver_or_drop(id, counted, outbox_decode(id, packed))
     return true
   end
   local function flush_counts(stats, lateness)
@@ -287,6 +295,7 @@ local function topic_writes(ctx)
     reject_undelivered
   d.inbound_send, d.drop, d.deliver_or_drop = inbound_send, drop, deliver_or_drop
   d.deliver_waiting, d.flush_counts = deliver_waiting, flush_counts
+  d.cancel_requested, d.counted_at = cancel_requested, counted_at
   d.look_up_journal = look_up_journal
   return d
 end

@@ -107,7 +107,7 @@ for _ = 1, count do
       counts.duplicates = counts.duplicates + 1
       pending_add(due, topic, -1)
     else
-      d.deliver_or_drop(id, topic, body, key, headers, due, attempt, journal, cancels)
+      d.deliver_or_drop(id, nil, topic, body, key, headers, due, attempt, journal, cancels)
     end
   end
 end
