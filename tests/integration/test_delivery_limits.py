@@ -4,7 +4,9 @@ time; neither is ever early, loses or doubles a message."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from contextlib import closing
 
 import redis
 
@@ -18,6 +20,7 @@ from delayline.rows import Deliver
 from delayline.scheduler.pump import Pump
 from delayline.testing import wait_for
 from delayline.timing import now_ms
+from tests.support.sinking import pump_all
 
 
 def send_herd(url: str, topic: str, count: int, due_ms: int) -> list[str]:
@@ -170,3 +173,37 @@ def test_a_held_message_cancelled_leaves_nothing_in_the_forecast(
         # Counted where it was held until, and taken from its due time by the cancel:
         # both are put right when it is dropped.
         assert client.pending().buckets == []
+
+
+def test_each_shard_keeps_its_share_of_the_rate_and_applies_it(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    shards = 2
+    raw_redis.hset(keys.CONFIG, mapping={"inbound_shards": shards, "horizon_ms": 60_000})
+    with Client(redis_url) as client, closing(DeliveryStore.from_url(redis_url)) as store:
+        client.set_topic_limit("herd", rate_per_s=4)
+        for shard in keys.read_layout(shards):
+            stored = json.loads(raw_redis.hget(shard.limits, "herd") or b"{}")
+            assert (stored["rate_per_s"], stored["shard_rate_per_s"]) == (4, 2)
+        assert client.topic_limits() == [TopicLimit("herd", 4)]
+        due_ms = now_ms() + 200
+        herd = send_herd(redis_url, "herd", 12, due_ms)
+        started_ms = now_ms()
+        wait_for(
+            lambda: pump_all(store, shards) >= 0 and raw_redis.xlen("herd") == len(herd),
+            10,
+            "the shards' pumps to deliver the herd",
+            interval_s=0.01,
+        )
+        # 12 at 4 a second (2 a shard) take about 3 s; each shard's own count
+        # never goes past its 2 a second.
+        entries = delivered(raw_redis, "herd", len(herd), 1)
+        times = sorted(e["delivered_at_ms"] for e in entries)
+        assert times[-1] - max(due_ms, started_ms) >= 2_000
+        for shard in keys.layout(shards):
+            mine = [
+                e["delivered_at_ms"] // 1_000
+                for e in entries
+                if keys.keys_of(e["id"].decode(), shards) == shard
+            ]
+            assert max(Counter(mine).values()) <= 2, (shard, mine)
