@@ -100,7 +100,7 @@ class ReplicatedRedis:
                 server.wait_until_answering(self.password, timeout_s)
             replica = ports[1]
             wait_for(
-                lambda: quietly(lambda: self._link_up(replica)), timeout_s,
+                lambda: quietly(lambda: self._synced(replica, ports[0])), timeout_s,
                 f"the replica on port {replica} to sync", interval_s=0.05,
             )  # fmt: skip
             for port in ports[2:]:
@@ -157,6 +157,15 @@ class ReplicatedRedis:
     def _link_up(self, port: int) -> bool:
         info: dict[str, Any] = self._admin(port).info("replication")
         return info.get("role") == "slave" and info.get("master_link_status") == "up"
+
+    def _synced(self, replica: int, primary: int) -> bool:
+        """The replica's link is up and the primary's ROLE lists it: what delayline's
+        clients read to decide that a write waits for a replica (a replica whose link is
+        up may not be listed yet, and a client that reads ROLE then waits for none)."""
+        if not self._link_up(replica):
+            return False
+        role = command(self._admin(primary), "ROLE")
+        return any(int(listed[1]) == replica for listed in role[2])
 
     def _sentinels_ready(self) -> bool:
         for sentinel in self._sentinels:
@@ -259,7 +268,7 @@ class ReplicatedRedis:
                 self._former_primary = port
                 command(self._admin(port), "REPLICAOF", LOOPBACK, promoted)
                 wait_for(
-                    partial(quietly, partial(self._link_up, port)), timeout_s,
+                    partial(quietly, partial(self._synced, port, promoted)), timeout_s,
                     f"the former primary on port {port} to replicate", interval_s=0.05,
                 )  # fmt: skip
         return (LOOPBACK, promoted)
