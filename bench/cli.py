@@ -14,6 +14,7 @@ python -m bench floor                 # PSS of the query's process model doing n
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 python -m bench rate-limit [--quick]  # a 2,000/s topic limit, a herd of 20,000 (~3 min; quick ~1)
+python -m bench isolation [--quick]   # group A's 500k herd vs group B's 1,000/s (~8 min; quick ~5)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
 python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~20-27 min)
 python -m bench redis-cluster --quick # its smoke test, 3 shards (~70 s)
@@ -252,6 +253,15 @@ def main(argv: list[str] | None = None) -> int:
     rate.add_argument("--port", type=int, default=16395)
     rate.add_argument("--out", type=Path, default=RESULTS / "rate-limit" / "rate_limit.json")
 
+    isolate = commands.add_parser("isolation", help="one group's herd against another's traffic")
+    isolate.add_argument("--herd", type=int, default=500_000)
+    isolate.add_argument("--rate", type=int, default=1_000, help="group B's messages a second")
+    isolate.add_argument("--lead-s", type=float, default=55.0, help="the herd's due time ahead")
+    isolate.add_argument("--steady-s", type=float, default=10.0, help="B before and after")
+    isolate.add_argument("--quick", action="store_true", help="a herd of 50,000, 20 s ahead")
+    isolate.add_argument("--port", type=int, default=16397)
+    isolate.add_argument("--out", type=Path, default=RESULTS / "isolation" / "isolation.json")
+
     scaling = commands.add_parser("scaling", help="capacity on three Spark deployments")
     scaling.add_argument("--quick", action="store_true", help="a smoke test (about 4 min)")
     scaling.add_argument("--deployments", default="local-cluster-1,local-cluster-2,standalone-2",
@@ -349,6 +359,15 @@ def main(argv: list[str] | None = None) -> int:
             args.herd, args.wave, args.lead_s = 4_000, 400, 20.0
         return _report(
             args.out, rate_limit.main(args.rate, args.herd, args.wave, args.lead_s, args.port)
+        )
+    if args.command == "isolation":
+        from bench import isolation  # starts delayline run
+
+        if args.quick:
+            args.herd, args.lead_s, args.steady_s = 50_000, 20.0, 5.0
+        return _report(
+            args.out,
+            isolation.main(args.herd, args.rate, args.lead_s, args.steady_s, args.port),
         )
     if args.command == "listing":
         from bench import list_latency  # starts delayline run

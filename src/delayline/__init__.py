@@ -17,15 +17,19 @@ from delayline.errors import (
     ConnectError,
     DecodeError,
     DelaylineError,
+    GroupExistsError,
+    GroupNotFoundError,
     InvalidMessageIdError,
     JavaNotFoundError,
     MessageStateError,
+    QuotaError,
     ScheduleNotFoundError,
     SchedulerError,
     TransportError,
     ValidationError,
 )
 from delayline.forecast import Forecast
+from delayline.groups import Group, Quotas
 from delayline.model import Cancel, Message
 from delayline.plans.observing import Metrics
 from delayline.retry import RetryPolicy
@@ -48,6 +52,9 @@ __all__ = [
     "DelaylineError",
     "Delivery",
     "Forecast",
+    "Group",
+    "GroupExistsError",
+    "GroupNotFoundError",
     "InvalidMessageIdError",
     "JavaNotFoundError",
     "Limits",
@@ -56,6 +63,8 @@ __all__ = [
     "MessageStateError",
     "MessageStatus",
     "Metrics",
+    "QuotaError",
+    "Quotas",
     "RetryPolicy",
     "Schedule",
     "ScheduleNotFoundError",

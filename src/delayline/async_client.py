@@ -17,10 +17,12 @@ from delayline.client_base import (
     DEFAULT_CLAIM_IDLE_MS,
     DEFAULT_STATUS_RETENTION_MS,
 )
+from delayline.client_groups import AsyncGroupMethods
 from delayline.client_limits import AsyncLimitMethods
 from delayline.delivery import DeliveryBase
 from delayline.errors import MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
+from delayline.groups import DEFAULT_GROUP
 from delayline.history import DEFAULT_MINUTES, History
 from delayline.listing import (
     MAX_LIMIT,
@@ -40,7 +42,7 @@ from delayline.validation import Limits
 T = TypeVar("T")
 
 
-class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
+class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods, AsyncGroupMethods):
     """:class:`delayline.Client` for asyncio: the same methods, awaited."""
 
     def __init__(
@@ -50,8 +52,9 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
         limits: Limits | None = None,
         status_retention_ms: int = DEFAULT_STATUS_RETENTION_MS,
         patience_ms: int | None = DEFAULT_PATIENCE_MS,
+        group: str = DEFAULT_GROUP,
     ) -> None:
-        super().__init__(limits=limits, status_retention_ms=status_retention_ms)
+        super().__init__(limits=limits, status_retention_ms=status_retention_ms, group=group)
         self._connection = AsyncRedisConnection.from_url(
             local.redis_url(url), patience_ms=patience_ms
         )
@@ -191,7 +194,7 @@ class AsyncClient(AsyncScheduleMethods, AsyncLimitMethods):
 
     async def dead_letters(self, count: int = 20) -> list[StreamEntry]:
         """See :meth:`delayline.Client.dead_letters`."""
-        return await self._run(observing.dead_letters(count))
+        return await self._run(observing.dead_letters(count, self.group))
 
     async def consume(
         self,

@@ -105,6 +105,7 @@ class AsyncScheduleMethods(ClientBase):
     ) -> list[R]:
         """See :meth:`delayline.client_schedules.ScheduleMethods._listed`."""
         listing_id = uuid.uuid4().hex
+        request = self._scoped(request)
         await self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
         began = time.monotonic()
         while not (status := await self._run(observing.listing_status(listing_id))).finished():

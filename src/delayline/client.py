@@ -23,11 +23,13 @@ from delayline.client_base import (
     DEFAULT_STATUS_RETENTION_MS,
     message_batch,
 )
+from delayline.client_groups import GroupMethods
 from delayline.client_limits import LimitMethods
 from delayline.client_schedules import ScheduleMethods
 from delayline.delivery import DeliveryBase
 from delayline.errors import ConfigurationError, MessageStateError
 from delayline.forecast import DEFAULT_HOT_OVER, Forecast
+from delayline.groups import DEFAULT_GROUP
 from delayline.history import DEFAULT_MINUTES, History
 from delayline.kafka.records import INBOUND_TOPIC
 from delayline.listing import (
@@ -62,7 +64,7 @@ def kafka_producer(brokers: str, topic: str) -> KafkaInboundProducer:
     return KafkaInboundProducer(brokers, topic)
 
 
-class Client(ScheduleMethods, LimitMethods):
+class Client(ScheduleMethods, LimitMethods, GroupMethods):
     """A connection to the Redis that a delayline scheduler reads.
 
     ``Client()`` connects to ``$DELAYLINE_REDIS_URL``, else to the embedded server of a
@@ -77,7 +79,9 @@ class Client(ScheduleMethods, LimitMethods):
     With ``kafka`` (brokers, ``host:port,...``), sends are produced to the Kafka
     inbound topic ``kafka_topic`` of a ``delayline run --kafka`` scheduler
     instead; everything else (cancel, status, the forecast) still goes through
-    ``url``. Raises ConfigurationError if confluent-kafka is not installed.
+    ``url``. Raises ConfigurationError if confluent-kafka is not installed. ``group``:
+    the group it acts for, within its quotas (docs/groups.md): its topics are the
+    group's (``send("invoices", ...)`` goes to ``<group>/invoices``).
     """
 
     def __init__(
@@ -89,8 +93,9 @@ class Client(ScheduleMethods, LimitMethods):
         patience_ms: int | None = DEFAULT_PATIENCE_MS,
         kafka: str | None = None,
         kafka_topic: str = INBOUND_TOPIC,
+        group: str = DEFAULT_GROUP,
     ) -> None:
-        super().__init__(limits=limits, status_retention_ms=status_retention_ms)
+        super().__init__(limits=limits, status_retention_ms=status_retention_ms, group=group)
         self._connection = RedisConnection.from_url(local.redis_url(url), patience_ms=patience_ms)
         self._on_cluster = self._connection.cluster
         self._kafka = None if kafka is None else kafka_producer(kafka, kafka_topic)
@@ -300,7 +305,7 @@ class Client(ScheduleMethods, LimitMethods):
 
         It walks the key space to find those streams (SCAN): an operator's call.
         """
-        return self._run(observing.dead_letters(count))
+        return self._run(observing.dead_letters(count, self.group))
 
     def consume(
         self,

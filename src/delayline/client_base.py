@@ -5,16 +5,19 @@ clients differ only in how they run a plan (``_run``: blocking, or awaited).
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from delayline import timing
 from delayline.errors import ScheduleNotFoundError, ValidationError, quoted
 from delayline.forecast import Forecast, check_granularity
+from delayline.groups import DEFAULT_GROUP, Group, group_of, qualify, validate_group
 from delayline.history import History, check_minutes
 from delayline.limits import TopicLimit
 from delayline.listing import SCHEDULES, ListRequest, PendingMessage
@@ -23,9 +26,11 @@ from delayline.plans import (
     Plan,
     consuming,
     delivery_history,
+    grouping,
     limiting,
     observing,
     producing,
+    quotas,
     scheduling,
 )
 from delayline.redis import keys
@@ -73,7 +78,14 @@ def message_batch(
 class ClientBase:
     """What Client and AsyncClient share: limits, and the plans behind every method."""
 
-    def __init__(self, *, limits: Limits | None, status_retention_ms: int) -> None:
+    def __init__(
+        self, *, limits: Limits | None, status_retention_ms: int, group: str = DEFAULT_GROUP
+    ) -> None:
+        #: The group this client acts for (delayline/groups.py): its topics, status
+        #: records, counters and limits.
+        self.group = validate_group(group)
+        self._group_info: Group | None = None
+        self._group_read_at_ms = 0.0
         self.limits = limits or Limits()
         self.status_retention_ms = status_retention_ms
         #: The scheduler's config once it has published it, and when it was read
@@ -83,6 +95,14 @@ class ClientBase:
         self._published_at_ms = 0
         #: Whether the connection's Redis is a cluster (set by the subclass).
         self._on_cluster = False
+
+    def for_group(self, group: str) -> Self:
+        """This client acting for ``group``, on the same connection (closing either
+        closes it). Raises ValidationError for a name no group can have."""
+        other = copy.copy(self)
+        other.group = validate_group(group)
+        other._group_info, other._group_read_at_ms = None, 0.0
+        return other
 
     def _message(self, topic: str, body: bytes | str, **arguments: Any) -> Message:
         return Message.create(topic, body, now_ms=timing.now_ms(), limits=self.limits, **arguments)
@@ -95,15 +115,54 @@ class ClientBase:
         return self._sends_plan(batch)
 
     def _sends_plan(self, messages: list[Message]) -> Plan[list[str]]:
-        return self._with_published(lambda published: producing.send(messages, published))
+        if self.group == DEFAULT_GROUP:
+            return self._with_published(lambda published: producing.send(messages, published))
+        messages = [message._replace(topic=self._topic(message.topic)) for message in messages]
+        return self._with_group(
+            lambda group: self._with_published(
+                lambda published: quotas.send_within(group, messages, published)
+            )
+        )
+
+    def _with_group(self, build: Callable[[Group], Plan[T]]) -> Plan[T]:
+        """``build``'s plan for this client's group as the registry holds it (its quotas),
+        read first unless known for less than producing.SHARDS_REFRESH_MS. Raises
+        GroupNotFoundError if the group was never created."""
+        now = time.monotonic() * 1000
+        if self._group_info is not None and now - self._group_read_at_ms <= (
+            producing.SHARDS_REFRESH_MS
+        ):
+            return build(self._group_info)
+        read = grouping.group(self.group)
+
+        def then(replies: list[Any]) -> Plan[T]:
+            found = read.parse(replies)
+            assert isinstance(found, Group)
+            self._group_info, self._group_read_at_ms = found, now
+            return build(found)
+
+        return Plan(read.commands, then, read.action)
+
+    def _topic(self, topic: str) -> str:
+        """``topic`` as this client's group names it (delayline/groups.py); a topic
+        qualified already must be the group's. Raises ValidationError."""
+        if self.group == DEFAULT_GROUP or not isinstance(topic, str):
+            return topic
+        if group_of(topic) == self.group:
+            return topic
+        return validate_topic(qualify(self.group, topic))
 
     def _with_published(self, build: Callable[[producing.Published], Plan[T]]) -> Plan[T]:
         """``build``'s plan for the scheduler's config (its shards and horizon), read
         first unless known for less than producing.SHARDS_REFRESH_MS."""
         if time.monotonic() * 1000 - self._published_at_ms > producing.SHARDS_REFRESH_MS:
             self._published = None
+        group = self.group
         return producing.with_published(
-            build, self._published, self._learn, on_cluster=self._on_cluster
+            lambda published: build(replace(published, group=group)),
+            self._published,
+            self._learn,
+            on_cluster=self._on_cluster,
         )
 
     def _learn(self, published: producing.Published) -> None:
@@ -144,6 +203,7 @@ class ClientBase:
         )
 
     def _schedule_plan(self, definition: Schedule) -> Plan[Schedule]:
+        definition = replace(definition, topic=self._topic(definition.topic))
         return self._with_published(
             lambda published: scheduling.put(
                 definition, now_ms=timing.now_ms(), published=published
@@ -153,7 +213,7 @@ class ClientBase:
     def _schedule_change_plan(self, action: str, name: str, topic: str) -> Plan[None]:
         return self._with_published(
             lambda published: scheduling.change(
-                action, topic, name, now_ms=timing.now_ms(), published=published
+                action, self._topic(topic), name, now_ms=timing.now_ms(), published=published
             )
         )
 
@@ -166,19 +226,28 @@ class ClientBase:
         limit: int,
     ) -> ListRequest:
         return ListRequest(
-            topic=topic,
+            topic=None if topic is None else self._topic(topic),
             key=key,
             from_ms=None if start is None else timing.to_epoch_ms(start, "start"),
             to_ms=None if end is None else timing.to_epoch_ms(end, "end"),
             limit=limit,
         )
 
-    @staticmethod
-    def _schedule_listing(name: str, topic: str) -> ListRequest:
+    def _scoped(self, request: ListRequest) -> ListRequest:
+        """``request`` as this client's group may ask it: of the group's topics only."""
+        if self.group == DEFAULT_GROUP:
+            return request
+        topic = None if request.topic is None else self._topic(request.topic)
+        return replace(request, topic=topic, group=self.group)
+
+    def _schedule_listing(self, name: str, topic: str) -> ListRequest:
         """The listing of schedule ``(topic, name)``. Raises ValidationError for a name
         or topic no schedule can have."""
         return ListRequest(
-            kind=SCHEDULES, topic=validate_topic(topic), name=validate_name(name), limit=1
+            kind=SCHEDULES,
+            topic=validate_topic(self._topic(topic)),
+            name=validate_name(name),
+            limit=1,
         )
 
     @staticmethod
@@ -204,7 +273,7 @@ class ClientBase:
             published.require_scripts("cancel messages")
             return producing.cancel_many(
                 [row.id for row in rows],
-                topic,
+                self._topic(topic),
                 now_ms=timing.now_ms(),
                 retention_ms=self.status_retention_ms,
                 shards=published.shards,
@@ -221,24 +290,30 @@ class ClientBase:
 
     def _rejects_plan(self, count: int) -> Plan[list[observing.StreamEntry]]:
         return self._with_published(
-            lambda published: observing.rejects(count, shards=published.read_shards)
+            lambda published: observing.rejects(
+                count, shards=published.read_shards, group=published.group
+            )
         )
 
     def _outbox_plan(self, request: ListRequest) -> Plan[list[PendingMessage]]:
         return self._with_published(
             lambda published: observing.outbox_listing(
-                request, shards=published.read_shards, on_cluster=published.on_cluster
+                self._scoped(request),
+                shards=published.read_shards,
+                on_cluster=published.on_cluster,
+                group=published.group,
             )
         )
 
     def _metrics_plan(self) -> Plan[observing.Metrics]:
         return self._with_published(
             lambda published: observing.metrics(
-                now_ms=timing.now_ms(), shards=published.read_shards
+                now_ms=timing.now_ms(), shards=published.read_shards, group=published.group
             )
         )
 
     def _set_limit_plan(self, limit: TopicLimit) -> Plan[TopicLimit]:
+        limit = replace(limit, topic=self._topic(limit.topic))
         return self._with_published(
             lambda published: limiting.set_limit(
                 limit, shards=published.shards, read_shards=published.read_shards
@@ -247,14 +322,19 @@ class ClientBase:
 
     def _delete_limit_plan(self, topic: str) -> Plan[bool]:
         return self._with_published(
-            lambda published: limiting.delete_limit(topic, read_shards=published.read_shards)
+            lambda published: limiting.delete_limit(
+                self._topic(topic), read_shards=published.read_shards
+            )
         )
 
     def _history_plan(self, minutes: int) -> Plan[History]:
         check_minutes(minutes)
         return self._with_published(
             lambda published: delivery_history.history(
-                minutes=minutes, now_ms=timing.now_ms(), shards=published.read_shards
+                minutes=minutes,
+                now_ms=timing.now_ms(),
+                shards=published.read_shards,
+                group=published.group,
             )
         )
 
@@ -272,12 +352,13 @@ class ClientBase:
         return self._with_published(
             lambda published: observing.forecast(
                 by=granularity,
-                topic=topic,
+                topic=None if topic is None else self._topic(topic),
                 from_ms=from_ms,
                 to_ms=to_ms,
                 hot_over=hot_over,
                 now_ms=timing.now_ms(),
                 shards=published.read_shards,
+                group=published.group,
             )
         )
 
@@ -291,7 +372,7 @@ class ClientBase:
         claim_idle_ms: int,
     ) -> consuming.Consumer:
         return consuming.Consumer(
-            topic,
+            self._topic(topic),
             group,
             consumer or default_consumer_name(),
             batch=batch,

@@ -45,7 +45,7 @@ class LimitMethods(ClientBase):
 
     def topic_limits(self) -> list[TopicLimit]:
         """Every topic's delivery limit, by topic."""
-        return self._run(limiting.limits())
+        return self._run(limiting.limits(self.group))
 
 
 class AsyncLimitMethods(ClientBase):
@@ -72,4 +72,4 @@ class AsyncLimitMethods(ClientBase):
 
     async def topic_limits(self) -> list[TopicLimit]:
         """See :meth:`LimitMethods.topic_limits`."""
-        return await self._run(limiting.limits())
+        return await self._run(limiting.limits(self.group))

@@ -177,6 +177,7 @@ class ScheduleMethods(ClientBase):
         """Ask the running scheduler for ``request``'s listing, wait for it (telling
         ``on_progress`` how far its scan is), and read its rows with ``parse``."""
         listing_id = uuid.uuid4().hex
+        request = self._scoped(request)
         self._run(observing.request_listing(listing_id, request, now_ms=timing.now_ms()))
         began = time.monotonic()
         while not (status := self._run(observing.listing_status(listing_id))).finished():

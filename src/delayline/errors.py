@@ -92,6 +92,32 @@ class ScheduleNotFoundError(DelaylineError):
         self.topic = topic
 
 
+class GroupExistsError(DelaylineError):
+    """A group of that name exists already."""
+
+
+class GroupNotFoundError(DelaylineError):
+    """No group of that name exists (delayline/groups.py)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no group {name!r}: create it first (delayline groups create {name})")
+        self.name = name
+
+
+class ForbiddenError(DelaylineError):
+    """The caller may not do this: the Manager's routes need the admin token."""
+
+
+class QuotaError(DelaylineError):
+    """A group's quota refused a send: ``quota`` names it (``max_pending``,
+    ``max_send_per_s``, ``max_body_bytes`` or ``topic_patterns``). Nothing was sent."""
+
+    def __init__(self, group: str, quota: str, message: str) -> None:
+        super().__init__(f"group {group!r}: {message}")
+        self.group = group
+        self.quota = quota
+
+
 class DecodeError(DelaylineError):
     """An inbound stream record could not be decoded into a message or a cancel."""
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from delayline.errors import SchedulerError, ValidationError, quoted
+from delayline.groups import group_of
 from delayline.timing import format_time
 
 #: The most messages (or schedules) one listing returns.
@@ -45,6 +46,8 @@ class ListRequest:
     limit: int = 100
     kind: str = MESSAGES
     name: str | None = None
+    #: Only the messages or schedules of this group's topics (None: any group's).
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -66,6 +69,7 @@ class ListRequest:
         """Whether a message of ``topic`` and ``key`` due at ``deliver_at_ms`` is asked for."""
         return (
             (self.topic is None or topic == self.topic)
+            and (self.group is None or group_of(topic) == self.group)
             and (self.key is None or key == self.key)
             and (self.from_ms is None or deliver_at_ms >= self.from_ms)
             and (self.to_ms is None or deliver_at_ms < self.to_ms)
@@ -73,8 +77,10 @@ class ListRequest:
 
     def selects_schedule(self, topic: str, name: str) -> bool:
         """Whether schedule ``name`` of ``topic`` is asked for."""
-        return (self.topic is None or topic == self.topic) and (
-            self.name is None or name == self.name
+        return (
+            (self.topic is None or topic == self.topic)
+            and (self.group is None or group_of(topic) == self.group)
+            and (self.name is None or name == self.name)
         )
 
     def to_json(self) -> str:
@@ -83,6 +89,8 @@ class ListRequest:
         fields = asdict(self)
         if self.kind == MESSAGES:
             del fields["kind"], fields["name"]
+        if self.group is None:  # as a scheduler older than groups reads it
+            del fields["group"]
         return json.dumps(fields)
 
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 #: Upper bounds (ms) of the buckets; a last "+Inf" bucket takes the rest.
 BUCKETS_MS: tuple[int, ...] = tuple(
@@ -108,6 +109,15 @@ BLOCKED_HELP = (
 MAX_BLOCKED_TOPICS = 20
 
 
+class GroupSample(NamedTuple):
+    """A group's own metrics, for its ``group`` label: counters, lateness, pending, outbox."""
+
+    stats: Mapping[str, int]
+    lateness: Mapping[str, int]
+    pending: int
+    outbox: int
+
+
 def render_prometheus(
     stats: Mapping[str, int],
     lateness: Mapping[str, int],
@@ -115,9 +125,14 @@ def render_prometheus(
     pending: int,
     outbox: int = 0,
     blocked_ms: Mapping[str, int] | None = None,
+    groups: Mapping[str, GroupSample] | None = None,
 ) -> str:
     """The Prometheus text exposition (version 0.0.4) of delayline's metrics; of the
-    topics in ``blocked_ms``, the MAX_BLOCKED_TOPICS that waited longest."""
+    topics in ``blocked_ms``, the MAX_BLOCKED_TOPICS that waited longest. The default
+    group's samples have no label, as before groups; each of ``groups`` (at most
+    groups.MAX_GROUPS) adds its own, labelled ``group``, to the counters, the pending
+    and outbox gauges and the lateness histogram."""
+    by_group = {_label(name): sample for name, sample in (groups or {}).items()}
     lines: list[str] = []
     for counter in COUNTERS:
         lines += [
@@ -125,13 +140,19 @@ def render_prometheus(
             f"# TYPE {counter.metric} counter",
             f"{counter.metric} {stats.get(counter.field, 0)}",
         ]
+        lines += [
+            f'{counter.metric}{{group="{name}"}} {sample.stats.get(counter.field, 0)}'
+            for name, sample in by_group.items()
+        ]
     lines += [
         f"# HELP delayline_pending_messages {PENDING_HELP}",
         "# TYPE delayline_pending_messages gauge",
         f"delayline_pending_messages {pending}",
+        *(f'delayline_pending_messages{{group="{n}"}} {s.pending}' for n, s in by_group.items()),
         "# HELP delayline_outbox_messages Pending messages in the outbox (due within the horizon).",
         "# TYPE delayline_outbox_messages gauge",
         f"delayline_outbox_messages {outbox}",
+        *(f'delayline_outbox_messages{{group="{n}"}} {s.outbox}' for n, s in by_group.items()),
         f"# HELP delayline_delivery_blocked_seconds {BLOCKED_HELP}",
         "# TYPE delayline_delivery_blocked_seconds gauge",
     ]
@@ -145,24 +166,37 @@ def render_prometheus(
         "# TYPE delayline_delivery_blocked_topics gauge",
         f"delayline_delivery_blocked_topics {len(longest)}",
     ]
+    lateness_by_group = {"": lateness} | {
+        f'group="{name}",': sample.lateness for name, sample in by_group.items()
+    }
     lines += _histogram(
-        "delayline_lateness_seconds", "delivered_at - deliver_at of each delivery.", lateness
+        "delayline_lateness_seconds",
+        "delivered_at - deliver_at of each delivery.",
+        lateness_by_group,
     )
     lines += _histogram(
-        "delayline_batch_duration_seconds", "Duration of each scheduler batch.", batch_duration
+        "delayline_batch_duration_seconds",
+        "Duration of each scheduler batch.",
+        {"": batch_duration},
     )
     return "\n".join(lines) + "\n"
 
 
-def _histogram(metric: str, help_text: str, histogram: Mapping[str, int]) -> list[str]:
+def _histogram(
+    metric: str, help_text: str, histograms: Mapping[str, Mapping[str, int]]
+) -> list[str]:
+    """A histogram family: a series per ``histograms`` key, the labels it puts before
+    ``le`` (``""``: none)."""
     lines = [f"# HELP {metric} {help_text}", f"# TYPE {metric} histogram"]
-    cumulative = 0
-    for bound, label in zip((*BUCKETS_MS, None), bucket_labels(), strict=True):
-        cumulative += histogram.get(label, 0)
-        le = "+Inf" if bound is None else _seconds(bound)
-        lines.append(f'{metric}_bucket{{le="{le}"}} {cumulative}')
-    lines.append(f"{metric}_sum {_seconds(histogram.get(SUM_FIELD, 0))}")
-    lines.append(f"{metric}_count {cumulative}")
+    for labels, histogram in histograms.items():
+        cumulative = 0
+        for bound, label in zip((*BUCKETS_MS, None), bucket_labels(), strict=True):
+            cumulative += histogram.get(label, 0)
+            le = "+Inf" if bound is None else _seconds(bound)
+            lines.append(f'{metric}_bucket{{{labels}le="{le}"}} {cumulative}')
+        series = f"{{{labels.rstrip(',')}}}" if labels else ""
+        lines.append(f"{metric}_sum{series} {_seconds(histogram.get(SUM_FIELD, 0))}")
+        lines.append(f"{metric}_count{series} {cumulative}")
     return lines
 
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from delayline import timing
 from delayline.errors import ValidationError, quoted
+from delayline.groups import DEFAULT_GROUP, GROUP_NAME_PATTERN, SEPARATOR
 from delayline.ids import MAX_ID_TIME_MS
 
 #: Default largest body, in bytes (1 MiB).
@@ -26,7 +27,10 @@ MAX_DELAY_MS = 2 * 365 * 24 * 3600 * 1000
 #: Keys under this prefix belong to delayline itself; a topic there could loop.
 RESERVED_TOPIC_PREFIX = "delayline:"
 
-_TOPIC_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,249}")
+#: A topic: its own name, or ``<group>/<name>`` for a group's (delayline/groups.py).
+_TOPIC_PATTERN = re.compile(rf"(?:{GROUP_NAME_PATTERN}{SEPARATOR})?[A-Za-z0-9._:-]+")
+#: The most characters a topic has, with its group (Kafka's bound on a topic name).
+MAX_TOPIC_CHARS = 249
 
 
 @dataclass(frozen=True)
@@ -39,12 +43,23 @@ class Limits:
 
 
 def validate_topic(topic: object) -> str:
-    """Return ``topic`` if it is 1-249 characters of ``[A-Za-z0-9._:-]``, outside ``delayline:``."""
-    if not isinstance(topic, str) or not _TOPIC_PATTERN.fullmatch(topic):
+    """Return ``topic`` if it is 1-249 characters of ``[A-Za-z0-9._:-]``, outside
+    ``delayline:``, after an optional ``<group>/`` (a group's topic, delayline/groups.py)."""
+    if (
+        not isinstance(topic, str)
+        or len(topic) > MAX_TOPIC_CHARS
+        or not _TOPIC_PATTERN.fullmatch(topic)
+    ):
         raise ValidationError(
             "topic",
             "pattern",
             f"topic must be 1-249 characters of [A-Za-z0-9._:-], got {quoted(topic)}",
+        )
+    if topic.startswith(DEFAULT_GROUP + SEPARATOR):
+        raise ValidationError(
+            "topic",
+            "group",
+            f"the {DEFAULT_GROUP!r} group's topics are plain: drop {DEFAULT_GROUP + SEPARATOR!r}",
         )
     if topic.startswith(RESERVED_TOPIC_PREFIX):
         raise ValidationError(

@@ -320,3 +320,62 @@ def check_the_schedules_panel(
     ]  # fmt: skip
     assert "listed as of " in browser.find_element(By.ID, "schedules-status").text
     assert not browser.find_element(By.ID, "error").text
+
+
+#: Set to a path to keep the Manager's screenshot there too (docs/img/manager.png).
+MANAGER_SCREENSHOT = os.environ.get("DELAYLINE_MANAGER_SCREENSHOT")
+
+#: The Manager's history panel as data: whose it is, its deliveries.
+MANAGER_HISTORY_JS = """
+const svg = document.getElementById("history");
+return {group: svg.dataset.group || null, delivered: +svg.dataset.delivered};
+"""
+
+
+def test_the_manager_creates_a_group_whose_token_sends_and_whose_history_stays(
+    default_service: Service, api_url: str, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    group = f"m{uuid.uuid4().hex[:8]}"
+    browser.get(f"{api_url}/ui/manager?token={TOKEN}")
+    browser.find_element(By.NAME, "name").send_keys(group)
+    browser.find_element(By.NAME, "max_pending").send_keys("1000")
+    browser.find_element(By.NAME, "topic_patterns").send_keys("orders.*")
+    browser.find_element(By.CSS_SELECTOR, "#create button[type=submit]").click()
+    shown = browser.find_element(By.ID, "token-value")
+    wait_for(lambda: shown.text != "", 30, "the new group's token")
+    token = shown.text
+    assert browser.find_element(By.ID, "token-group").text == group
+    # The token acts for the group over HTTP: its topic, its quotas.
+    auth = {"Authorization": f"Bearer {token}"}
+    message = {"topic": "orders.x", "body": "hi", "delay_ms": 500}
+    sent = httpx.post(f"{api_url}/v1/messages", json=message, headers=auth)
+    assert sent.status_code == 201, sent.text
+    refused = httpx.post(f"{api_url}/v1/messages", json={**message, "topic": "x"}, headers=auth)
+    assert refused.status_code == 403
+    wait_for(
+        lambda: default_service.raw.xlen(f"{group}/orders.x") == 1,
+        30,
+        "the group's delivery",
+        [default_service.scheduler],
+    )
+    # Reloaded, the page shows the group's history, kept by the server; the token is
+    # shown no more.
+    browser.get(f"{api_url}/ui/manager")
+    row = f"tr.group[data-group='{group}']"
+    wait_for(lambda: bool(browser.find_elements(By.CSS_SELECTOR, row)), 30, "the group's row")
+    browser.find_element(By.CSS_SELECTOR, row).click()
+    wait_for(
+        lambda: browser.execute_script(MANAGER_HISTORY_JS) == {"group": group, "delivered": 1},
+        30,
+        "the group's history",
+    )
+    assert not browser.find_element(By.ID, "token").is_displayed()
+    cells = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, f"{row} td")]
+    assert cells[0] == group
+    assert cells[2] == "1"  # delivered
+    assert cells[-1] == "pending 1,000, topics orders.*"
+    assert not browser.find_element(By.ID, "error").text
+    screenshot = tmp_path / "manager.png"
+    assert browser.save_screenshot(str(screenshot))
+    if MANAGER_SCREENSHOT:
+        shutil.copyfile(screenshot, MANAGER_SCREENSHOT)

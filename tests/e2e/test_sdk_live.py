@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from delayline import AsyncClient, Client, RetryPolicy, ScheduleNotFoundError
 from delayline.cli import main
 from delayline.ids import new_message_id
+from delayline.metrics import percentile_ms
 from delayline.redis import keys
 from delayline.timing import from_epoch_ms, now_ms
 from tests.support.harness import SchedulerProcess, Service, wait_for
@@ -304,6 +305,32 @@ def test_a_schedule_is_listed_shown_and_previewed_by_the_running_scheduler(
     wait_for(gone, 30, "the deleted schedule to be gone", [default_service.scheduler])
 
 
+def test_a_group_created_while_running_delivers_through_its_own_lane(live: Live) -> None:
+    """The scheduler finds a new group and pumps its lane; the group's sends, and its
+    schedule's runs, reach the group's topics, counted in its own counters."""
+    group = f"g{uuid.uuid4().hex[:8]}"
+    with Client(live.url) as admin:
+        admin.create_group(group)
+    with Client(live.url, group=group) as client:
+        sent = client.send("t", b"x", delay=live.delay_ms)
+        wait_for(
+            lambda: live.raw.xlen(f"{group}/t") == 1, 30, "the group's delivery", [live.scheduler]
+        )
+        assert client.status(sent).state == "delivered"
+        metrics = client.metrics()
+        assert metrics.counters["delivered"] == 1
+        # On time: create_group returned once the scheduler pumped the group's lane.
+        assert percentile_ms(metrics.lateness, 1.0) <= 1_000
+        if live.near:
+            return
+        client.schedule("tick", "runs", b"r", every="1s")
+        wait_for(
+            lambda: live.raw.xlen(f"{group}/runs") >= 2, 30, "the group's runs", [live.scheduler]
+        )
+        assert [row.topic for row in client.schedules()] == [f"{group}/runs"]
+        client.delete_schedule("tick", "runs")
+
+
 def test_retry_later_until_the_dlq(live: Live, client: Client) -> None:
     topic = live.topic()
     client.send(topic, b"flaky", delay=100)
@@ -374,6 +401,7 @@ def run_sessions(text: str, url: str, page: str) -> None:
     assert sessions, f"{page} has no runnable example"
     text = "\n".join(sessions).replace("redis://127.0.0.1:6390/0", url)
     text = text.replace("Client()", f"Client({url!r})")
+    text = text.replace("Client(group=", f"Client({url!r}, group=")
     parser = doctest.DocTestParser()
     test = parser.get_doctest(text, {}, page, page, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

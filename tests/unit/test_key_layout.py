@@ -73,7 +73,8 @@ def test_every_key_a_script_declares_is_in_its_shards_slot_or_its_topics() -> No
         shard = keys.shard_keys(n)
         home = slot(shard.namespace)
         for script in scripts.ALL:
-            if script is scripts.LEASE:  # the scheduler's, in a slot of its own
+            # The scheduler's lease and the group registry are in slots of their own.
+            if script in (scripts.LEASE, scripts.CREATE_GROUP, scripts.TAKE_SENDS):
                 continue
             given = {k: v for k, v in given_keys(shard).items() if k in script.key_names}
             declared = zip(script.key_names, script.keys(shard, **given), strict=True)
@@ -88,8 +89,20 @@ def test_every_key_a_script_declares_is_in_its_shards_slot_or_its_topics() -> No
         built += [shard.forecast(1), shard.forecast_seconds(1), shard.forecast_index]
         built += [shard.ready, shard.target, shard.topics, shard.fence]
         assert {slot(key) for key in built} == {home}, shard
+        lane = shard.lane("billing")
+        lane_keys = [lane.outbox, lane.outbox_data, lane.stats, lane.journal(0), lane.limits]
+        lane_keys += [lane.forecast(1), lane.history(1), lane.rejects, lane.ready]
+        assert {slot(key) for key in lane_keys} == {home}, lane
+        # A lane shares its shard's fence, target and topics set.
+        assert (lane.fence, lane.target, lane.topics) == (shard.fence, shard.target, shard.topics)
         slots.add(home)
     assert len(slots) == 8
+
+
+def test_the_group_registry_keys_share_a_slot() -> None:
+    registry = {slot(keys.GROUPS), slot(keys.GROUP_TOKENS), slot(keys.group_sends("a", 1))}
+    assert len(registry) == 1
+    assert scripts.CREATE_GROUP.keys(groups=keys.GROUPS, tokens=keys.GROUP_TOKENS)
 
 
 def test_the_lease_and_its_token_counter_share_a_slot() -> None:

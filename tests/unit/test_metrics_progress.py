@@ -1,6 +1,13 @@
 from __future__ import annotations
 
-from delayline.metrics import bucket_label, bucket_labels, diff_histogram, percentile_ms
+from delayline.metrics import (
+    GroupSample,
+    bucket_label,
+    bucket_labels,
+    diff_histogram,
+    percentile_ms,
+    render_prometheus,
+)
 from delayline.plans.observing import Metrics
 from delayline.progress import summary_line
 
@@ -107,3 +114,17 @@ def test_prometheus_shows_the_topics_that_wait_longest_first_and_bounded() -> No
     assert 'topic="t4"}' not in text  # the shortest waits are cut
     assert f"delayline_delivery_blocked_topics {len(blocked)}\n" in text
     assert Metrics({}, {}, {}, {}, read_at_ms=0).to_json()["blocked_ms"] == {}
+
+
+def test_each_group_adds_its_own_labelled_samples_beside_the_default_groups() -> None:
+    billing = GroupSample({"delivered": 7}, {"5": 2, "sum": 8}, pending=3, outbox=1)
+    text = render_prometheus({"delivered": 1}, {}, {}, pending=0, groups={"billing": billing})
+    assert "delayline_messages_delivered_total 1\n" in text
+    assert 'delayline_messages_delivered_total{group="billing"} 7\n' in text
+    assert 'delayline_pending_messages{group="billing"} 3\n' in text
+    assert 'delayline_outbox_messages{group="billing"} 1\n' in text
+    assert 'delayline_lateness_seconds_bucket{group="billing",le="0.005"} 2\n' in text
+    assert 'delayline_lateness_seconds_count{group="billing"} 2\n' in text
+    assert 'delayline_lateness_seconds_bucket{le="+Inf"} 0\n' in text
+    # One HELP and TYPE a family: every group's samples are under it.
+    assert text.count("# TYPE delayline_messages_delivered_total counter") == 1

@@ -35,7 +35,21 @@ def test_valid_topics_pass(topic: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "topic", ["", "a" * 250, "has space", "slash/es", "ünïcode", "tab\t", None, 7, b"bytes"]
+    "topic",
+    [
+        "",
+        "a" * 250,
+        "has space",
+        "two/sla/shes",
+        "Upper/group",
+        "/x",
+        "x/",
+        "ünïcode",
+        "tab\t",
+        None,
+        7,
+        b"bytes",
+    ],
 )
 def test_invalid_topics_are_refused(topic: object) -> None:
     assert rule_of(lambda: validate_topic(topic)) == ("topic", "pattern")

@@ -20,6 +20,10 @@ Routes (OpenAPI at ``/openapi.json``; Swagger UI at ``/docs`` when asked for):
 - ``GET /v1/pending/messages``: the pending messages themselves (a scan of the state).
 - ``GET /v1/stats``: counters, lateness, the scheduler's last batch (``delayline stats``).
 - ``GET /v1/rejects``, ``GET /v1/dead-letters``: the newest refused records and dead letters.
+- ``GET|POST /v1/admin/groups``, ``GET /v1/admin/groups/{name}``, ``PUT .../quotas``: the
+  Manager's groups, with their health and history (the admin token only).
+
+A group's token makes every other route act for that group (docs/groups.md).
 - ``GET /ui``: the dashboard (``/ui?token=...`` once, when a token is required).
 - ``GET /healthz``: Redis and scheduler liveness (503 if either is down).
 - ``GET /metrics``: Prometheus text.
@@ -37,6 +41,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from delayline.__about__ import __version__
+from delayline.api.dependencies import GroupTokens
 from delayline.api.error_responses import ERRORS, add_error_handlers
 from delayline.api.middleware import (
     LOOPBACK_HOSTS,
@@ -47,6 +52,7 @@ from delayline.api.middleware import (
 )
 from delayline.api.routes import (
     dashboard,
+    groups,
     messages,
     monitoring,
     pending,
@@ -93,13 +99,13 @@ def create_app(
         redoc_url=None,
     )
     app.state.client = client  # what the routes take (delayline.api.dependencies.sdk)
+    app.state.group_clients = {}  # the same, acting for each group that asked
     # The last added runs first: the Host, then the token, the size, the media type.
     app.add_middleware(JsonBodies)
     app.add_middleware(RequestSizeLimit, max_bytes=max_request_bytes)
-    if api_token:
-        app.add_middleware(BearerTokenAuth, token=api_token)
+    app.add_middleware(BearerTokenAuth, token=api_token or None, find_group=GroupTokens(client))
     app.add_middleware(HostAllowList, hosts=allowed_hosts)
     add_error_handlers(app)
-    for area in (messages, schedules, topic_limits, pending, monitoring, dashboard):
+    for area in (messages, schedules, topic_limits, pending, monitoring, groups, dashboard):
         app.include_router(area.router)
     return app

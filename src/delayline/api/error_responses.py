@@ -12,6 +12,10 @@ from fastapi.responses import JSONResponse
 from delayline.api.schemas import ErrorDetail, ErrorOut
 from delayline.errors import (
     DelaylineError,
+    ForbiddenError,
+    GroupExistsError,
+    GroupNotFoundError,
+    QuotaError,
     ScheduleNotFoundError,
     SchedulerError,
     TransportError,
@@ -20,8 +24,11 @@ from delayline.errors import (
 
 #: The error statuses every route may answer, for the OpenAPI schema.
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (401, 404, 409, 413, 422, 503)
+    status: {"model": ErrorOut} for status in (401, 403, 404, 409, 413, 422, 429, 503)
 }
+
+#: The status of a send that a group's quota refused, by quota (docs/groups.md).
+QUOTA_STATUS = {"topic_patterns": 403, "max_body_bytes": 413}
 
 
 def error_response(status: int, field: str, rule: str, message: str) -> JSONResponse:
@@ -30,9 +37,10 @@ def error_response(status: int, field: str, rule: str, message: str) -> JSONResp
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    """Answer bad input with 422, a schedule the scheduler does not hold with 404, an
-    unreachable Redis or a stopped scheduler with 503, and any other delayline error
-    with 500; each with an error body."""
+    """Answer bad input with 422, a schedule or group unknown with 404, a group's name
+    taken with 409, a quota passed with 403, 413 or 429 (QUOTA_STATUS), an unreachable
+    Redis or a stopped scheduler with 503, and any other delayline error with 500;
+    each with an error body."""
 
     @app.exception_handler(ValidationError)
     async def invalid(_: Request, exc: ValidationError) -> JSONResponse:
@@ -54,6 +62,22 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ScheduleNotFoundError)
     async def no_schedule(_: Request, exc: ScheduleNotFoundError) -> JSONResponse:
         return error_response(404, "name", "unknown", str(exc))
+
+    @app.exception_handler(ForbiddenError)
+    async def forbidden(_: Request, exc: ForbiddenError) -> JSONResponse:
+        return error_response(403, "auth", "admin", str(exc))
+
+    @app.exception_handler(QuotaError)
+    async def over_quota(_: Request, exc: QuotaError) -> JSONResponse:
+        return error_response(QUOTA_STATUS.get(exc.quota, 429), exc.quota, "quota", str(exc))
+
+    @app.exception_handler(GroupNotFoundError)
+    async def no_group(_: Request, exc: GroupNotFoundError) -> JSONResponse:
+        return error_response(404, "group", "unknown", str(exc))
+
+    @app.exception_handler(GroupExistsError)
+    async def group_taken(_: Request, exc: GroupExistsError) -> JSONResponse:
+        return error_response(409, "group", "exists", str(exc))
 
     @app.exception_handler(DelaylineError)
     async def failed(_: Request, exc: DelaylineError) -> JSONResponse:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs
 
@@ -19,8 +19,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 OPEN_PATHS = frozenset({"/healthz"})
 #: The cookie that carries the token for the dashboard's own reads (GET only).
 TOKEN_COOKIE = "delayline_token"
-#: The one route that takes the token in its query, to set that cookie.
-LOGIN_PATH = "/ui"
+#: The routes that take the token in their query, to set that cookie: the pages.
+LOGIN_PATHS = frozenset({"/ui", "/ui/manager"})
+#: The header the pages add to a write, with which the cookie stands for the token on
+#: any method: no other site's page can send it (a custom header needs the API's
+#: consent in a CORS preflight, which it never gives).
+PAGE_HEADER = b"x-delayline-page"
 #: The names a request may reach the API by, unless told otherwise: loopback only, so
 #: that a web page cannot rebind its own name to 127.0.0.1 and read the API.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -101,49 +105,85 @@ class JsonBodies:
         await self.app(scope, receive, send)
 
 
-class BearerTokenAuth:
-    """Require ``Authorization: Bearer <token>`` on every route outside OPEN_PATHS.
+#: Where the auth middleware leaves who asked, in the ASGI scope's ``state`` (which
+#: Starlette's ``request.state`` reads): GROUP_STATE the group (None: the default
+#: group's), ADMIN_STATE whether the caller holds the admin token.
+GROUP_STATE = "delayline_group"
+ADMIN_STATE = "delayline_admin"
 
-    A browser cannot send that header when it opens a page: the dashboard takes
-    the token once as ``/ui?token=...``, keeps it in an HttpOnly, SameSite=Strict
-    cookie, and the cookie is accepted for GET requests only, so that another
-    site cannot make a browser write with it.
+#: Finds the group whose token a string is (None: no group's).
+GroupFinder = Callable[[str], Awaitable[str | None]]
+
+
+class BearerTokenAuth:
+    """Tell who asks: the admin (``token``, the API's own), a group (its token, as
+    delayline/groups.py made it), or, with no ``token`` set, anyone on the loopback.
+
+    A token comes as ``Authorization: Bearer <token>`` on any route outside
+    OPEN_PATHS. A browser cannot send that header when it opens a page: the
+    dashboard takes the token once as ``/ui?token=...``, keeps it in an HttpOnly,
+    SameSite=Strict cookie, and the cookie is accepted for GET requests, and for a
+    write that carries PAGE_HEADER (which only the pages send), so that another site
+    cannot make a browser write with it. A token that is neither
+    the admin's nor a group's is refused with 401, and so is none when ``token``
+    is set. Routes read the outcome from the scope's state (GROUP_STATE,
+    ADMIN_STATE).
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, find_group: GroupFinder) -> None:
         self.app = app
-        self._token = token.encode()
-        self._expected = b"Bearer " + self._token
+        self._token = None if token is None else token.encode()
+        self._find_group = find_group
 
-    def _allowed(self, scope: Scope) -> bool:
+    def _presented(self, scope: Scope) -> bytes | None:
+        """The token the request carries, if any (the query and the cookie for GET only)."""
         headers = dict(scope["headers"])
-        if hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
-            return True
-        if scope["method"] != "GET":
-            return False
-        if scope["path"] == LOGIN_PATH:
+        authorization = headers.get(b"authorization")
+        if authorization is not None:
+            return (
+                authorization.removeprefix(b"Bearer ")
+                if authorization.startswith(b"Bearer ")
+                else b""
+            )
+        if scope["method"] != "GET" and PAGE_HEADER not in headers:
+            return None
+        if scope["method"] == "GET" and scope["path"] in LOGIN_PATHS:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             if "token" in query:
                 # One token, the one the page then keeps in its cookie: never a second.
                 tokens = query["token"]
-                return len(tokens) == 1 and hmac.compare_digest(tokens[0].encode(), self._token)
+                return tokens[0].encode() if len(tokens) == 1 else b""
         try:
             cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
         except CookieError:
-            return False
+            return b""
         morsel = cookie.get(TOKEN_COOKIE)
-        return morsel is not None and hmac.compare_digest(morsel.value.encode(), self._token)
+        return None if morsel is None else morsel.value.encode()
+
+    async def _identify(self, scope: Scope) -> tuple[bool, str | None, bool]:
+        """(allowed, group, admin) for the request."""
+        presented = self._presented(scope)
+        if presented is None:
+            return self._token is None, None, False
+        if self._token is not None and hmac.compare_digest(presented, self._token):
+            return True, None, True
+        group = await self._find_group(presented.decode("latin-1")) if presented else None
+        return group is not None, group, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS and not self._allowed(scope):
-            await _error(
-                send,
-                401,
-                "auth",
-                "a valid bearer token is required",
-                [(b"www-authenticate", b"Bearer")],
-            )
-            return
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            allowed, group, admin = await self._identify(scope)
+            if not allowed:
+                await _error(
+                    send,
+                    401,
+                    "auth",
+                    "a valid bearer token is required",
+                    [(b"www-authenticate", b"Bearer")],
+                )
+                return
+            state = scope.setdefault("state", {})
+            state[GROUP_STATE], state[ADMIN_STATE] = group, admin
         await self.app(scope, receive, send)
 
 

@@ -23,7 +23,7 @@ from delayline.validation import Limits
 #: Most messages one batch request may carry.
 MAX_BATCH = 10_000
 #: The pattern of a topic's name, for the schema (delayline.validation enforces it).
-TOPIC_PATTERN = "^[A-Za-z0-9._:-]{1,249}$"
+TOPIC_PATTERN = "^([a-z0-9][a-z0-9_-]{0,31}/)?[A-Za-z0-9._:-]{1,249}$"
 
 
 def body_of(body: str | None, body_b64: str | None) -> bytes | str:

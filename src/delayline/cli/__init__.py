@@ -5,6 +5,8 @@
 - :mod:`.schedule_commands`: ``delayline schedule``, recurring schedules (add, pause,
   resume, rm, list, show, next); client commands too. :mod:`.schedule_views` prints them.
 - :mod:`.limit_commands`: ``delayline limits``, topics' delivery limits (set, rm, list).
+- :mod:`.group_commands`: ``delayline groups``, the group registry (create, list, show,
+  quotas); ``delayline --group NAME <command>`` acts for a group.
 - :mod:`.operator_commands`: stats, history, pending, and drain.
 - :mod:`.server_commands`: run, api and entrypoint; the server extra loads inside them.
 - :mod:`.cluster_commands`: ``delayline cluster``, a Spark standalone cluster.
@@ -25,11 +27,13 @@ from delayline.__about__ import __version__
 from delayline.cli import (
     client_commands,
     cluster_commands,
+    group_commands,
     limit_commands,
     operator_commands,
     schedule_commands,
     server_commands,
 )
+from delayline.cli.options import group_option
 from delayline.errors import ConfigurationError, DelaylineError, ValidationError
 
 #: Exit codes: 1 for a runtime failure, 2 for bad usage, input or configuration.
@@ -52,6 +56,7 @@ class OneLineErrors(click.Group):
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="delayline")
+@group_option
 def main() -> None:
     """delayline: delayed messages that are durable, cancellable, and never early.
 
@@ -72,6 +77,7 @@ main.add_command(client_commands.tail)
 main.add_command(client_commands.levels)
 main.add_command(schedule_commands.schedule)
 main.add_command(limit_commands.limits)
+main.add_command(group_commands.groups)
 main.add_command(operator_commands.stats)
 main.add_command(operator_commands.history)
 main.add_command(operator_commands.pending)

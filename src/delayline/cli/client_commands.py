@@ -14,8 +14,7 @@ from typing import TextIO
 import click
 
 from delayline import timing
-from delayline.cli.options import F, redis_url_option
-from delayline.client import Client
+from delayline.cli.options import F, connect, redis_url_option
 from delayline.delivery import DeliveryBase
 from delayline.errors import MessageStateError, ValidationError
 from delayline.kafka.records import INBOUND_TOPIC, console_headers
@@ -115,7 +114,7 @@ def send(
     """
     # The argument's own bytes, as the shell gave them (Python decoded them losslessly).
     data = sys.stdin.buffer.read() if body is None or body == "-" else os.fsencode(body)
-    with Client(redis_url, kafka=kafka, kafka_topic=kafka_topic) as client:
+    with connect(redis_url, kafka=kafka, kafka_topic=kafka_topic) as client:
         message_id = client.send(
             topic, data, key=key, headers=parse_headers(headers), **when(delay, at, level)
         )
@@ -180,7 +179,7 @@ def send_many(
     # A file is read twice (checked, then sent); standard input is kept in memory.
     lines: Sequence[str] | TextIO = source if source.seekable() else source.readlines()
     show = sys.stderr.isatty() if progress is None else progress
-    with Client(redis_url, kafka=kafka, kafka_topic=kafka_topic) as client:
+    with connect(redis_url, kafka=kafka, kafka_topic=kafka_topic) as client:
         checked = 0
         for number, arguments in numbered_arguments(lines):
             try:
@@ -241,12 +240,12 @@ def cancel(redis_url: str, message_id: str | None, topic: str | None, key: str |
     """
     named = target(message_id, topic, key)
     if isinstance(named, tuple):
-        with Client(redis_url) as client:
+        with connect(redis_url) as client:
             cancelled = client.cancel_key(*named)
         click.echo(f"cancelled {cancelled:,} of topic {named[0]} with key {named[1]}")
         return
     message_id = named
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         current = client.status(message_id)
         if current.state in ("unknown", "delivered", "rejected") or not client.cancel(message_id):
             raise MessageStateError(message_id, current.state, "cancel")
@@ -278,7 +277,7 @@ def reschedule(
       delayline reschedule --topic orders.timeout --key 42 --delay 1h
     """
     named = target(message_id, topic, key)
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         if isinstance(named, tuple):
             topic, key = named
             for old, new in client.reschedule_key(topic, key, **when(delay, at, level)).items():
@@ -298,7 +297,7 @@ def status(redis_url: str, message_id: str, as_json: bool) -> None:
     Example:
       delayline status 01KDVDNA00QZ3X5E4T5M2J8K9R
     """
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         current = client.status(message_id)
     if as_json:
         click.echo(json.dumps(current.to_json(), separators=(",", ":")))
@@ -342,7 +341,7 @@ def tail(redis_url: str, topic: str, group: str | None, count: int | None) -> No
       delayline tail orders.timeout
       delayline tail orders.timeout --group billing --count 10
     """
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         if group:
             for delivery in islice(client.consume(topic, group), count):
                 click.echo(describe(delivery))

@@ -8,8 +8,7 @@ import json
 import click
 
 from delayline import timing
-from delayline.cli.options import redis_url_option
-from delayline.client import Client
+from delayline.cli.options import connect, redis_url_option
 from delayline.errors import ValidationError
 from delayline.limits import MAX_RATE_PER_S, TopicLimit
 
@@ -51,7 +50,7 @@ def set_limit(redis_url: str, topic: str, rate_per_s: int | None, spread: str | 
     """Set (or replace) TOPIC's delivery limit; it applies from the pump's next call."""
     if rate_per_s is None and spread is None:
         raise ValidationError("limit", "empty", "give --rate, --spread, or both")
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         click.echo(describe(client.set_topic_limit(topic, rate_per_s=rate_per_s, spread=spread)))
 
 
@@ -60,7 +59,7 @@ def set_limit(redis_url: str, topic: str, rate_per_s: int | None, spread: str | 
 @click.argument("topic")
 def delete_limit(redis_url: str, topic: str) -> None:
     """Take TOPIC's limit away: its messages go at their due time again."""
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         if not client.delete_topic_limit(topic):
             raise ValidationError("topic", "unknown", f"topic {topic!r} has no delivery limit")
     click.echo(f"{topic}: no limit")
@@ -71,7 +70,7 @@ def delete_limit(redis_url: str, topic: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_limits(redis_url: str, as_json: bool) -> None:
     """Every topic's delivery limit."""
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         found = client.topic_limits()
     if as_json:
         click.echo(json.dumps([limit.to_dict() for limit in found]))

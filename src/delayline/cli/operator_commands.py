@@ -13,8 +13,7 @@ from typing import Any
 import click
 
 from delayline import timing
-from delayline.cli.options import embedded_redis_options, redis_url_option, server_extra
-from delayline.client import Client
+from delayline.cli.options import connect, embedded_redis_options, redis_url_option, server_extra
 from delayline.forecast import DEFAULT_HOT_OVER, GRANULARITIES
 from delayline.history import DEFAULT_MINUTES, MAX_MINUTES
 from delayline.metrics import percentile_ms
@@ -33,7 +32,7 @@ def stats(redis_url: str, as_json: bool) -> None:
     Example:
       delayline stats
     """
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         metrics = client.metrics()
     lateness = {q: percentile_ms(metrics.lateness, q) for q in (0.5, 0.99)}
     if as_json:
@@ -76,7 +75,7 @@ def history(redis_url: str, minutes: int, as_json: bool) -> None:
     Example:
       delayline history --minutes 1440
     """
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         found = client.history(minutes)
     if as_json:
         click.echo(json.dumps(found.to_json()))
@@ -168,7 +167,7 @@ def pending(
         show = sys.stderr.isatty() if progress is None else progress
         list_messages(redis_url, topic, key, limit, window, show, as_json)
         return
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         forecast = client.pending(by=by, topic=topic, hot_over=hot_over, **window)
     if as_json:
         click.echo(json.dumps(forecast.to_json(), separators=(",", ":")))
@@ -200,7 +199,7 @@ def list_messages(
 ) -> None:
     """``delayline pending --list``: a line (or a JSON object) per pending message."""
     bar = ProgressBar("scanned", None, sys.stderr) if show_progress else None
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         rows = client.list_pending(
             topic=topic,
             key=key,

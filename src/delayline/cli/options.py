@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 import click
 
 from delayline import local
+from delayline.client import Client
 from delayline.defaults import DEFAULT_DATA_DIR, DEFAULT_REDIS_PORT, DEFAULT_REDIS_URL
-from delayline.errors import ConfigurationError
+from delayline.errors import ConfigurationError, ValidationError
+from delayline.groups import DEFAULT_GROUP, validate_group
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,6 +27,36 @@ redis_url_option = click.option(
     "server of the `delayline run` in $DELAYLINE_DATA_DIR or ./delayline-data, "
     f"else {DEFAULT_REDIS_URL}].",
 )
+
+#: Where ``--group`` leaves its value, in the click context's meta.
+_GROUP = "delayline.group"
+
+
+def _remember_group(context: click.Context, _parameter: click.Parameter, group: str) -> str:
+    try:
+        context.meta[_GROUP] = validate_group(group)
+    except ValidationError as exc:
+        raise click.BadParameter(exc.message) from None
+    return group
+
+
+group_option = click.option(
+    "--group",
+    envvar="DELAYLINE_GROUP",
+    default=DEFAULT_GROUP,
+    expose_value=False,
+    callback=_remember_group,
+    help="Act for this group: its topics, counters, limits and quotas "
+    f"[env: DELAYLINE_GROUP; default: {DEFAULT_GROUP}].",
+)
+
+
+def connect(redis_url: str, **options: Any) -> Client:
+    """The SDK client of a command: for ``redis_url``, acting for the group that
+    ``delayline --group`` named (:data:`group_option`, on the command line's root)."""
+    context = click.get_current_context(silent=True)
+    group = DEFAULT_GROUP if context is None else context.meta.get(_GROUP, DEFAULT_GROUP)
+    return Client(redis_url, group=group, **options)
 
 
 def embedded_redis_options(command: F) -> F:

@@ -15,7 +15,7 @@ import click
 
 from delayline import timing
 from delayline.cli.client_commands import parse_headers
-from delayline.cli.options import F, redis_url_option
+from delayline.cli.options import F, connect, redis_url_option
 from delayline.cli.schedule_views import described, show_fields, show_listed, show_runs, table
 from delayline.client import Client
 from delayline.client_base import MAX_PREVIEW
@@ -189,7 +189,7 @@ def add(
         "key": key,
         "headers": parse_headers(headers),
     }
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         definition = client.schedule(name, topic, data, **arguments)
     click.echo(f"put {topic}/{name}: {APPLIED}")
     show_fields(described(definition))
@@ -216,7 +216,7 @@ def list_schedules(redis_url: str, topic: str | None, limit: int, as_json: bool)
       delayline schedule list
       delayline schedule list --topic reports --json
     """
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         rows = client.schedules(topic=topic, limit=limit)
     if as_json:
         click.echo(json.dumps({"schedules": [row.to_view() for row in rows]}))
@@ -241,7 +241,7 @@ def show(redis_url: str, name: str, topic: str, as_json: bool) -> None:
     Example:
       delayline schedule show nightly --topic reports
     """
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         listed = client.get_schedule(name, topic)
     if as_json:
         click.echo(json.dumps(listed.to_view()))
@@ -301,7 +301,7 @@ def next_runs(
             "give NAME --topic T for a stored schedule, or --cron, --every or --at for a "
             "definition, not both",
         )
-    with Client(redis_url) as client:
+    with connect(redis_url) as client:
         listed = client.get_schedule(name, topic)
     if listed.state != ACTIVE:
         click.echo(f"{topic}/{name} is {listed.state}" + (
@@ -332,7 +332,7 @@ def change_command(command_name: str) -> click.Command:
     @click.argument("name")
     @click.option("--topic", required=True, help="The schedule's topic.")
     def change(redis_url: str, name: str, topic: str) -> None:
-        with Client(redis_url) as client:
+        with connect(redis_url) as client:
             method(client, name, topic)
         click.echo(f"{done} {topic}/{name}: {APPLIED}")
 

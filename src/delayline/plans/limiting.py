@@ -1,11 +1,13 @@
 """The plans that set, delete and list topics' delivery limits (see
 :mod:`delayline.limits`): each shard that may hold a topic's messages keeps the
-limit with its share of the rate, so that its pump can apply it alone."""
+limit with its share of the rate, so that its pump can apply it alone; in the lane
+of the topic's group."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from delayline.groups import DEFAULT_GROUP, group_of
 from delayline.limits import TopicLimit, from_stored
 from delayline.plans import Plan
 from delayline.redis import keys
@@ -16,9 +18,8 @@ def set_limit(limit: TopicLimit, *, shards: int, read_shards: int) -> Plan[Topic
     """Put ``limit`` in every shard used (:func:`keys.read_layout` of ``read_shards``),
     with the share of its rate of each of the ``shards`` current ones."""
     stored = limit.stored(shards)
-    commands = [
-        ("HSET", shard.limits, limit.topic, stored) for shard in keys.read_layout(read_shards)
-    ]
+    lanes = keys.read_layout(read_shards, group_of(limit.topic))
+    commands = [("HSET", shard.limits, limit.topic, stored) for shard in lanes]
     return Plan(commands, lambda _: limit, "set a delivery limit")
 
 
@@ -26,16 +27,18 @@ def delete_limit(topic: str, *, read_shards: int) -> Plan[bool]:
     """Take ``topic``'s limit out of every shard used; True if it had one. Raises
     ValidationError for a bad topic."""
     validate_topic(topic)
-    commands = [("HDEL", shard.limits, topic) for shard in keys.read_layout(read_shards)]
+    lanes = keys.read_layout(read_shards, group_of(topic))
+    commands = [("HDEL", shard.limits, topic) for shard in lanes]
     return Plan(commands, lambda replies: any(int(r) for r in replies), "delete a delivery limit")
 
 
-def limits() -> Plan[list[TopicLimit]]:
-    """Every topic's limit, by topic; the unsharded keys, which every layout writes, hold
-    them all."""
+def limits(group: str = DEFAULT_GROUP) -> Plan[list[TopicLimit]]:
+    """Every limit of ``group``'s topics, by topic; the unsharded keys of its lane, which
+    every layout writes, hold them all."""
 
     def parse(replies: list[Any]) -> list[TopicLimit]:
         found = {topic.decode(): stored for topic, stored in replies[0].items()}
         return [from_stored(topic, found[topic]) for topic in sorted(found)]
 
-    return Plan([("HGETALL", keys.UNSHARDED.limits)], parse, "read the delivery limits")
+    command = ("HGETALL", keys.UNSHARDED.lane(group).limits)
+    return Plan([command], parse, "read the delivery limits")

@@ -20,8 +20,9 @@ from delayline.forecast import (
     hot_candidates,
     minute_window,
 )
+from delayline.groups import DEFAULT_GROUP, group_of
 from delayline.listing import ListingStatus, ListRequest, PendingMessage
-from delayline.metrics import COUNTERS, SUM_FIELD, percentile_ms, render_prometheus
+from delayline.metrics import COUNTERS, SUM_FIELD, GroupSample, percentile_ms, render_prometheus
 from delayline.plans import Plan
 from delayline.plans.consuming import DLQ_SUFFIX
 from delayline.redis import keys, script_args, scripts
@@ -86,8 +87,13 @@ class Metrics:
             "read_at_ms": self.read_at_ms,
         }
 
-    def prometheus(self) -> str:
-        """These metrics in the Prometheus text format."""
+    def prometheus(self, groups: Mapping[str, Metrics] | None = None) -> str:
+        """These metrics in the Prometheus text format, and those of each of ``groups``
+        (by name) with its ``group`` label."""
+        samples = {
+            name: GroupSample(m.stats, m.lateness, m.pending, m.outbox)
+            for name, m in (groups or {}).items()
+        }
         return render_prometheus(
             self.stats,
             self.lateness,
@@ -95,6 +101,7 @@ class Metrics:
             self.pending,
             self.outbox,
             self.blocked_ms,
+            samples,
         )
 
 
@@ -108,9 +115,10 @@ def summed(replies: Iterable[Mapping[Any, Any]]) -> dict[str, int]:
     return total
 
 
-def metrics(*, now_ms: int, shards: int = 1) -> Plan[Metrics]:
-    """Read every counter and histogram the scheduler keeps, in one round trip."""
-    layout = keys.read_layout(shards)
+def metrics(*, now_ms: int, shards: int = 1, group: str = DEFAULT_GROUP) -> Plan[Metrics]:
+    """Read every counter and histogram the scheduler keeps for ``group``, in one round
+    trip."""
+    layout = keys.read_layout(shards, group)
     commands: list[Command] = [("HGETALL", keys.BATCH_DURATION), ("HGETALL", keys.HEARTBEAT)]
     commands.append(("HGET", keys.CONFIG, "horizon_ms"))
     commands += [("HGETALL", shard.stats) for shard in layout]
@@ -149,6 +157,7 @@ def forecast(
     hot_over: int,
     now_ms: int,
     shards: int = 1,
+    group: str = DEFAULT_GROUP,
 ) -> Plan[Forecast]:
     """Read the forecast counters of the due minutes in ``[from_ms, to_ms)`` (None: open).
 
@@ -156,7 +165,7 @@ def forecast(
     counts of the minutes that may hold a hot instant. Raises ValidationError
     for a window that ends before it starts.
     """
-    layout = keys.read_layout(shards)
+    layout = keys.read_layout(shards, group)
     first, last = minute_window(from_ms, to_ms)
     commands: list[Command] = []
     for shard in layout:
@@ -249,8 +258,9 @@ def recent(stream: str, count: int) -> Plan[list[StreamEntry]]:
     )
 
 
-def dead_letters(count: int) -> Plan[list[StreamEntry]]:
-    """The newest ``count`` dead letters across every ``<topic>.DLQ`` stream, newest first.
+def dead_letters(count: int, group: str = DEFAULT_GROUP) -> Plan[list[StreamEntry]]:
+    """The newest ``count`` dead letters across every ``<topic>.DLQ`` stream of ``group``'s
+    topics, newest first.
 
     The streams are those that dead-lettering recorded among the topic streams
     (``consuming.dead_letter``), so no walk over the key space is needed: on a
@@ -259,7 +269,8 @@ def dead_letters(count: int) -> Plan[list[StreamEntry]]:
 
     def listed(replies: list[Any]) -> Plan[list[StreamEntry]]:
         names = sorted(as_text(name) for name in replies[0])
-        return newest([n for n in names if n.endswith(DLQ_SUFFIX)], count, "read the dead letters")
+        streams = [n for n in names if n.endswith(DLQ_SUFFIX) and group_of(n) == group]
+        return newest(streams, count, "read the dead letters")
 
     return Plan([("SMEMBERS", keys.UNSHARDED.topics)], listed, "find the dead-letter streams")
 
@@ -292,9 +303,11 @@ def _is_wrong_type(reply: Any) -> bool:
     return False
 
 
-def rejects(count: int, *, shards: int = 1) -> Plan[list[StreamEntry]]:
-    """The newest ``count`` rejects across every shard's rejects stream, newest first."""
-    return newest([shard.rejects for shard in keys.read_layout(shards)], count, "read the rejects")
+def rejects(count: int, *, shards: int = 1, group: str = DEFAULT_GROUP) -> Plan[list[StreamEntry]]:
+    """The newest ``count`` rejects across every shard's rejects stream of ``group``'s
+    lane, newest first."""
+    streams = [shard.rejects for shard in keys.read_layout(shards, group)]
+    return newest(streams, count, "read the rejects")
 
 
 #: A scheduler that reported this recently (ms) is taken to be running.
@@ -351,7 +364,7 @@ def listing_rows(listing_id: str, parse: Callable[[bytes], R]) -> Plan[list[R]]:
 
 
 def outbox_listing(
-    request: ListRequest, *, shards: int = 1, on_cluster: bool = False
+    request: ListRequest, *, shards: int = 1, on_cluster: bool = False, group: str = DEFAULT_GROUP
 ) -> Plan[list[PendingMessage]]:
     """What waits in the outboxes that ``request`` asks for (the first ``limit`` by due
     time of each shard's, :func:`keys.read_layout`), OUTBOX_SCAN entries a round trip.
@@ -359,7 +372,8 @@ def outbox_listing(
     found: list[PendingMessage] = []
     low = "-inf" if request.from_ms is None else request.from_ms
     high = "+inf" if request.to_ms is None else f"({request.to_ms}"
-    layout = [s for s in keys.read_layout(shards) if not (on_cluster and s == keys.UNSHARDED)]
+    unsharded = keys.UNSHARDED.lane(group)
+    layout = [s for s in keys.read_layout(shards, group) if not (on_cluster and s == unsharded)]
     if not layout:
         return Plan([], lambda _: [], "list the outbox")
 

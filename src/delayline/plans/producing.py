@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from delayline import ids
 from delayline.chunking import chunks
 from delayline.errors import ConfigurationError, MessageStateError
+from delayline.groups import DEFAULT_GROUP, group_of
 from delayline.model import Cancel, Message
 from delayline.plans import Plan, xadd
 from delayline.redis import keys, script_args, scripts
@@ -32,6 +33,9 @@ class Published:
     #: Whether Redis is a cluster: there the unsharded keys, which share no hash
     #: slot, can take plain commands only (see :attr:`scripts_ok`).
     on_cluster: bool = False
+    #: The group the client acts for (not the scheduler's to publish): the lane whose
+    #: keys a plan reads and writes, for a message known by its id only.
+    group: str = DEFAULT_GROUP
 
     @property
     def scripts_ok(self) -> bool:
@@ -122,7 +126,9 @@ def status(
     """
     due_ms = ids.deliver_at_ms_of(message_id)
     counts = (published.shards, *reversed(published.history))
-    shards = list(dict.fromkeys(keys.keys_of(message_id, count) for count in counts))
+    shards = list(
+        dict.fromkeys(keys.keys_of(message_id, count, published.group) for count in counts)
+    )
     commands: list[Command] = [("HMGET", keys.HEARTBEAT, "last_batch_at_ms", "settled_at_ms")]
     for shard in shards:
         commands += [
@@ -171,7 +177,7 @@ def cancel(
         ids.deliver_at_ms_of(message_id), now_ms=now_ms, limits=limits or Limits(), field="id"
     )
     published.require_scripts("cancel a message")
-    shard = keys.keys_of(message_id, published.shards)
+    shard = keys.keys_of(message_id, published.shards, published.group)
     read = status(message_id, now_ms=now_ms, published=published)
 
     def decide(replies: list[Any]) -> bool | Plan[bool]:
@@ -203,7 +209,8 @@ def cancel_many(
     returns how many were still pending. The forecast takes them out of their topic too."""
     commands: list[Command] = []
     taken: list[int] = []
-    for shard, shard_ids in keys.by_shard(message_ids, shards, lambda each: each).items():
+    lanes = keys.by_shard(message_ids, shards, lambda each: each, lambda _: group_of(topic))
+    for shard, shard_ids in lanes.items():
         commands += [xadd(shard.inbound, Cancel(each, now_ms).to_record()) for each in shard_ids]
         for first in range(0, len(shard_ids), CANCELS_PER_CALL):
             chunk = shard_ids[first : first + CANCELS_PER_CALL]
@@ -236,9 +243,9 @@ def reschedule(
     due_ms = ids.deliver_at_ms_of(message_id)
     check_horizon(due_ms, now_ms=now_ms, limits=limits or Limits(), field="id")
     published.require_scripts("reschedule a message")
-    shard = keys.keys_of(message_id, published.shards)
+    shard = keys.keys_of(message_id, published.shards, published.group)
     new_id = ids.new_message_id(deliver_at_ms)
-    while keys.keys_of(new_id, published.shards) != shard:
+    while keys.keys_of(new_id, published.shards, published.group) != shard:
         new_id = ids.new_message_id(deliver_at_ms)
     record = Cancel(message_id, now_ms, rescheduled_to=new_id).to_record()
     read = status(message_id, now_ms=now_ms, published=published)
@@ -310,8 +317,9 @@ def schedule(messages: list[Message], published: Published = Published()) -> lis
             for message in messages
         ]
     commands: list[Command] = []
-    for shard, group in keys.by_shard(messages, published.shards, lambda m: m.id).items():
-        records = [message.to_record() for message in group]
+    lanes = keys.by_shard(messages, published.shards, lambda m: m.id, lambda m: group_of(m.topic))
+    for shard, lane in lanes.items():
+        records = [message.to_record() for message in lane]
         commands += [
             scripts.SEND_NEAR.command(
                 scripts.SEND_NEAR.keys(shard), scripts.send_near_args(call, published.horizon_ms)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from delayline import ids
+from delayline.groups import DEFAULT_GROUP
 from delayline.redis.commands import Command
 
 T = TypeVar("T")
@@ -42,6 +43,21 @@ HISTORY_TTL_S = 25 * 3600
 
 #: How long a topic's rate-slot counters outlive their second (s; lua/delivery_limits.lua).
 RATE_SLOTS_TTL_S = 120
+
+#: The groups besides the default one (hash: name -> group as delayline/groups.py
+#: stores it). The braces are a Redis Cluster hash tag shared with GROUP_TOKENS.
+GROUPS = "delayline:{groups}"
+#: Each group's token, by its digest (hash: SHA-256 hex -> group name).
+GROUP_TOKENS = "delayline:{groups}:tokens"
+#: The groups whose lanes a scheduler pumps (hash: name -> epoch ms it started), which
+#: ``create_group`` waits for while a scheduler runs.
+GROUP_LANES = "delayline:{groups}:lanes"
+
+
+def group_sends(group: str, second: int) -> str:
+    """A group's sends in a second (epoch s), for its rate quota (lua/take_sends.lua)."""
+    return f"{GROUPS}:sent:{group}:{second}"
+
 
 #: Listing requests for the running scheduler (list of "<listing id> <request JSON>").
 LISTINGS = "delayline:listings"
@@ -120,6 +136,9 @@ def drain_marker(query_id: str) -> str:
 
 #: The namespace of the unsharded layout: every delivery key is this and a name.
 NAMESPACE = "delayline:"
+#: What a group's lane adds to its shard's namespace, before ``<group>:``
+#: (:meth:`ShardKeys.lane`; lua/shard_ns.lua takes it off).
+LANE_INFIX = "g:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +155,22 @@ class ShardKeys:
     namespace: str
     #: The inbound stream in the shard's slot: cascades and far sends are appended here.
     inbound: str
+    #: A group's lane: the namespace of its shard, whose fence, target and topics set
+    #: it shares ("": these keys are a shard's own).
+    shard_namespace: str = ""
+
+    def lane(self, group: str) -> ShardKeys:
+        """The keys of ``group``'s delivery lane in this shard: its own outbox, status
+        records, counters, limits and markers, under ``<namespace>g:<group>:`` (see
+        LANE_INFIX; so in the shard's Redis Cluster slot), with the shard's inbound
+        stream, fence, target and topics set. The default group's lane is the shard."""
+        if group == DEFAULT_GROUP:
+            return self
+        return ShardKeys(f"{self.namespace}{LANE_INFIX}{group}:", self.inbound, self.namespace)
+
+    @property
+    def _shard(self) -> str:
+        return self.shard_namespace or self.namespace
 
     @property
     def outbox(self) -> str:
@@ -179,7 +214,7 @@ class ShardKeys:
         """Where the shard's topics are when not in Redis (string, ``kafka:<brokers>``;
         absent for Redis streams), set by the scheduler: its due messages then go
         through the ready stream, which the pump writes to them."""
-        return self.namespace + "target"
+        return self._shard + "target"
 
     @property
     def blocked(self) -> str:
@@ -191,7 +226,7 @@ class ShardKeys:
     def topics(self) -> str:
         """The topic streams the shard's deliveries wrote to (set), which the scheduler
         trims by their retention (see delayline/retention.py)."""
-        return self.namespace + "topics"
+        return self._shard + "topics"
 
     @property
     def limits(self) -> str:
@@ -208,7 +243,7 @@ class ShardKeys:
     def fence(self) -> str:
         """The highest fencing token that has taken the shard over (an integer; see
         redis/lease.py): the scheduler's shard scripts refuse a call with a lower one."""
-        return self.namespace + "fence"
+        return self._shard + "fence"
 
     @property
     def forecast_index(self) -> str:
@@ -263,20 +298,22 @@ def shard_keys(shard: int) -> ShardKeys:
     return ShardKeys(f"{NAMESPACE}{{{shard}}}:", inbound_shard(shard))
 
 
-def layout(shards: int) -> list[ShardKeys]:
+def layout(shards: int, group: str = DEFAULT_GROUP) -> list[ShardKeys]:
     """The shards delayline writes to with ``shards`` Redis shards: UNSHARDED alone for
-    one, or else each shard's keys (:func:`shard_keys`)."""
+    one, or else each shard's keys (:func:`shard_keys`); each as ``group``'s lane
+    (:meth:`ShardKeys.lane`)."""
     if shards <= 1:
-        return [UNSHARDED]
-    return [shard_keys(shard) for shard in range(shards)]
+        return [UNSHARDED.lane(group)]
+    return [shard_keys(shard).lane(group) for shard in range(shards)]
 
 
-def read_layout(shards: int) -> list[ShardKeys]:
-    """The shards whose counters, forecast and rejects a reader adds up: UNSHARDED (what
-    was counted before sharding), then each shard's."""
+def read_layout(shards: int, group: str = DEFAULT_GROUP) -> list[ShardKeys]:
+    """The shards whose counters, forecast and rejects a reader of ``group`` adds up:
+    UNSHARDED (what was counted before sharding), then each shard's; each as the
+    group's lane."""
     if shards <= 1:
-        return [UNSHARDED]
-    return [UNSHARDED, *layout(shards)]
+        return [UNSHARDED.lane(group)]
+    return [UNSHARDED.lane(group), *layout(shards, group)]
 
 
 def shard_history(recorded: bytes | str | None, current: int) -> tuple[int, ...]:
@@ -306,26 +343,29 @@ def forget_expired_minutes(shard: ShardKeys, now_ms: int) -> Command:
     return ("ZREMRANGEBYSCORE", shard.forecast_index, "-inf", f"({forgotten}")
 
 
-def keys_of(message_id: str, shards: int) -> ShardKeys:
+def keys_of(message_id: str, shards: int, group: str = DEFAULT_GROUP) -> ShardKeys:
     """The shard holding ``message_id``'s outbox entry and status records (the shard of
-    its inbound stream, :func:`inbound_for`)."""
+    its inbound stream, :func:`inbound_for`), as the lane of its topic's ``group``."""
     if shards <= 1:
-        return UNSHARDED
-    return shard_keys(ids.shard_of(message_id, shards))
+        return UNSHARDED.lane(group)
+    return shard_keys(ids.shard_of(message_id, shards)).lane(group)
 
 
 def by_shard(
-    items: Iterable[T], shards: int, message_id: Callable[[T], str | None]
+    items: Iterable[T],
+    shards: int,
+    message_id: Callable[[T], str | None],
+    group_of: Callable[[T], str] = lambda _: DEFAULT_GROUP,
 ) -> dict[ShardKeys, list[T]]:
-    """``items`` grouped by the shard of their ``message_id`` (:func:`keys_of`), each
-    group in the items' order; an item without an id goes to the first shard."""
-    first = layout(shards)[0]
-    groups: dict[ShardKeys, list[T]] = {}
+    """``items`` grouped by the shard of their ``message_id`` (:func:`keys_of`) and the
+    lane of their ``group_of``, each group in the items' order; an item without an id
+    goes to the first shard."""
+    found_lanes: dict[ShardKeys, list[T]] = {}
     for item in items:
-        found = message_id(item)
-        shard = first if found is None else keys_of(found, shards)
-        groups.setdefault(shard, []).append(item)
-    return groups
+        found, group = message_id(item), group_of(item)
+        shard = layout(shards, group)[0] if found is None else keys_of(found, shards, group)
+        found_lanes.setdefault(shard, []).append(item)
+    return found_lanes
 
 
 # The unsharded layout's names, by which most of the code and the tests know them.

@@ -12,10 +12,11 @@ a group).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 
+from delayline.groups import DEFAULT_GROUP
 from delayline.redis import keys, scripts
 from delayline.redis.commands import as_text
 from delayline.redis.connection import RedisConnection
@@ -76,9 +77,14 @@ class TopicStreams(RedisConnection):
         return trimmed
 
     def forget_expired_minutes(self, shards: int, now_ms: int) -> None:
-        """Keep the forecast's minute index of every shard to its counters' lifetime."""
+        """Keep the forecast's minute index of every shard, and of every group's lane in
+        it, to its counters' lifetime."""
+        names = self._call("read the groups", lambda: self._node(keys.GROUPS).hkeys(keys.GROUPS))
+        lanes = [DEFAULT_GROUP, *sorted(name.decode() for name in cast(list[bytes], names))]
         commands = [
-            keys.forget_expired_minutes(shard, now_ms) for shard in keys.read_layout(shards)
+            keys.forget_expired_minutes(shard, now_ms)
+            for group in lanes
+            for shard in keys.read_layout(shards, group)
         ]
         self.execute(commands, action="trim the forecast index", transaction=False, errors_ok=False)
 

@@ -377,5 +377,13 @@ LEASE = Script("lease.lua", ("lease", "token"))
 #: Raise a shard's fence to a token (lua/raise_fence.lua); ARGV: token; replies the fence.
 RAISE_FENCE = Script("raise_fence.lua", ("fence",))
 
+#: Create a group (lua/create_group.lua); ARGV: name, stored group, token digest, most
+#: groups; replies 1 (created), 0 (name taken) or -1 (registry full).
+CREATE_GROUP = Script("create_group.lua", ("groups", "tokens"))
+
+#: Take sends of a group's rate quota (lua/take_sends.lua); ARGV: n, most a second,
+#: ttl s; replies {1 (taken) or 0 (refused), the count after}.
+TAKE_SENDS = Script("take_sends.lua", ("counter",))
+
 #: Every entry script.
 ALL: tuple[Script, ...] = tuple(_BY_SHA.values())

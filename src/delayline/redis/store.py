@@ -8,6 +8,7 @@ reach (the horizon) and records the batches it completes (the heartbeat).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -28,6 +29,10 @@ from delayline.timing import HORIZON_MS, now_ms
 __all__ = ["ChunkResult", "DeliveryStore", "PumpResult", "Settled"]
 
 
+#: How long a store goes by the groups it read (s).
+GROUPS_FRESH_S = 5.0
+
+
 class DeliveryStore(RedisConnection):
     """Where the scheduler puts messages on their way out: topics, outbox, status records.
 
@@ -41,6 +46,27 @@ class DeliveryStore(RedisConnection):
         #: The lease's fencing token of the scheduler that writes through this store;
         #: 0 (no lease) passes only while no scheduler has taken the lease.
         self.fence_token = 0
+        self._groups: frozenset[str] = frozenset()
+        self._groups_read_at = -GROUPS_FRESH_S
+
+    def record_lane(self, group: str) -> None:
+        """Record that ``group``'s lane is pumped (keys.GROUP_LANES). Raises TransportError."""
+        self._call(
+            "record a group's lane",
+            lambda: self._node(keys.GROUP_LANES).hset(keys.GROUP_LANES, group, now_ms()),
+        )
+
+    def group_names(self, fresh: bool = False) -> frozenset[str]:
+        """The groups besides the default one, as read within GROUPS_FRESH_S (``fresh``:
+        read now). Groups are never taken away, so an old list lacks only new ones.
+        Raises TransportError."""
+        if fresh or time.monotonic() - self._groups_read_at > GROUPS_FRESH_S:
+            names = self._call(
+                "read the groups", lambda: self._node(keys.GROUPS).hkeys(keys.GROUPS)
+            )
+            self._groups = frozenset(name.decode() for name in cast(list[bytes], names))
+            self._groups_read_at = time.monotonic()
+        return self._groups
 
     def _fenced_script(
         self, action: str, script: scripts.Script, script_keys: Sequence[str], args: Sequence[Any]

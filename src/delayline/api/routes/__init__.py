@@ -7,5 +7,7 @@ includes them in this order:
 - :mod:`.pending`: ``/v1/pending...``, the forecast and the listing of pending messages.
 - :mod:`.monitoring`: ``/v1/stats``, ``/v1/history``, ``/v1/rejects``, ``/v1/dead-letters``,
   ``/healthz`` and ``/metrics``.
+- :mod:`.groups`: ``/v1/admin/groups...``, the Manager: groups, their quotas, health and
+  history (the admin token only).
 - :mod:`.dashboard`: ``/ui``.
 """

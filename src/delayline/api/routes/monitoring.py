@@ -13,8 +13,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from delayline.api.dependencies import Sdk
 from delayline.api.schemas import EntryOut, HealthOut, HistoryOut
 from delayline.errors import TransportError
+from delayline.groups import DEFAULT_GROUP
 from delayline.history import DEFAULT_MINUTES, MAX_MINUTES
-from delayline.plans.observing import SCHEDULER_ALIVE_MS
+from delayline.plans.observing import SCHEDULER_ALIVE_MS, Metrics
 
 #: How long /healthz waits for Redis's answer before 503 (s): a load balancer's check
 #: times out in a few seconds, and a Redis that hangs must read as down, not slow.
@@ -84,6 +85,14 @@ async def health(client: Sdk) -> JSONResponse:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(client: Sdk) -> PlainTextResponse:
-    """Counters, pending gauge, and lateness and batch-duration histograms (Prometheus)."""
-    text = (await client.metrics()).prometheus()
+    """Counters, pending gauge, and lateness and batch-duration histograms (Prometheus);
+    for the default group without a label, and for each other group with its ``group``
+    label (a group's token reads its own, without one)."""
+    current = await client.metrics()
+    groups: dict[str, Metrics] = {}
+    if client.group == DEFAULT_GROUP:
+        names = [group.name for group in await client.groups()]
+        found = await asyncio.gather(*(client.for_group(name).metrics() for name in names))
+        groups = dict(zip(names, found, strict=True))
+    text = current.prometheus(groups)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

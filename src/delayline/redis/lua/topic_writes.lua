@@ -11,8 +11,8 @@
 -- shard's namespace (the script's last key), is set by the including script
 -- before it, as for every library that names the shard's keys.
 --
--- A shard of a sharded layout (ns is not '${NAMESPACE}') delivers in two steps,
--- so that each script touches one Redis Cluster slot: here a due message is
+-- A shard of a sharded layout (ns holds its Redis Cluster hash tag, '{') delivers
+-- in two steps, so that each script touches one Redis Cluster slot: here a due message is
 -- journalled and appended to the shard's ready stream (ready_key), as the
 -- topic entry it becomes plus its topic; deliver_ready.lua writes it to the
 -- topic, in the topic's slot, and settle_ready.lua counts it and takes it off.
@@ -21,6 +21,7 @@
 -- rung here for every message readied.
 
 --! include outbox.lua
+--! include shard_ns.lua
 --! include forecast.lua
 --! include status_keys.lua
 --! include horizon.lua
@@ -104,8 +105,8 @@ local function topic_writes(ctx)
     counts.rejected = counts.rejected + 1
   end
   local ready_key = ''
-  local outside = redis.call('EXISTS', ns .. '${TARGET}') == 1
-  if outside or ns ~= '${NAMESPACE}' then ready_key = ns .. '${READY}' end
+  local outside = redis.call('EXISTS', shard_ns .. '${TARGET}') == 1
+  if outside or string.find(ns, '{', 1, true) then ready_key = ns .. '${READY}' end
   local readied = false
   -- Every topic stream written is recorded once a call, for its retention
   -- (lua/trim_topic.lua); a topic outside Redis has its own.
@@ -113,7 +114,7 @@ local function topic_writes(ctx)
   local function register(topic)
     if outside or registered[topic] then return end
     registered[topic] = true
-    redis.call('SADD', ns .. '${TOPICS}', topic)
+    redis.call('SADD', shard_ns .. '${TOPICS}', topic)
   end
   -- A call's messages are mostly due at the same ms: the last bucket is kept.
   local last_late, last_label = nil, nil

@@ -50,6 +50,7 @@ from pyspark.sql import Column, SparkSession
 
 from delayline.chunking import chunks
 from delayline.errors import ConfigurationError, SchedulerError
+from delayline.groups import DEFAULT_GROUP
 from delayline.model import Message
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
@@ -275,7 +276,8 @@ def drain(spark: SparkSession, settings: SchedulerSettings) -> DrainReport:
 
 @contextmanager
 def outboxes_pumped(settings: SchedulerSettings) -> Iterator[Callable[[float], int]]:
-    """Pump the outbox of every shard of every count used while the block runs. It is
+    """Pump the outbox of every shard of every count used, and of every group's lane in
+    them (see redis/keys.py's ShardKeys.lane), while the block runs. It is
     given ``wait_until_empty(deadline)`` (a ``time.monotonic()`` value), which returns how
     many entries are left in them once they are empty or the deadline has passed."""
     store = DeliveryStore.from_url(settings.redis_url)
@@ -288,7 +290,10 @@ def outboxes_pumped(settings: SchedulerSettings) -> Iterator[Callable[[float], i
         return left
 
     try:
-        outboxes = keys.read_layout(max(layout.history()))
+        lanes = [DEFAULT_GROUP, *sorted(store.group_names(fresh=True))]
+        outboxes = [
+            shard for group in lanes for shard in keys.read_layout(max(layout.history()), group)
+        ]
         pumps = [Pump.of(settings, shard) for shard in outboxes]
         for pump in pumps:
             pump.start()

@@ -16,6 +16,7 @@ from delayline.chunking import chunk_end
 from delayline.redis import keys
 from delayline.redis.store import ChunkResult, DeliveryStore
 from delayline.rows import ForecastChange, OutgoingMessage, Reject, Revoke, SinkRow
+from delayline.scheduler.pipeline.lanes import refuse_unknown_groups, row_group
 from delayline.scheduler.pipeline.task import BatchTask
 
 #: Rows per Lua call: enough to amortize the round trip, few enough not to hold
@@ -87,14 +88,17 @@ def write_once(
     horizon_ms: int,
     shards: int,
 ) -> list[ChunkResult]:
-    """Write ``rows`` of ``task`` for ``stage`` to their ``shards`` Redis shards, resuming
-    after what an earlier attempt wrote.
+    """Write ``rows`` of ``task`` for ``stage`` to their ``shards`` Redis shards, each in
+    its group's lane (lanes.py), resuming after what an earlier attempt wrote.
 
     Every attempt of a task must pass the same rows in the same order.
     """
     results: list[ChunkResult] = []
-    # A reject without a well-formed id goes to the first shard.
-    for shard_keys, shard_rows in keys.by_shard(rows, shards, message_id_of).items():
+    rows = refuse_unknown_groups(rows, store.group_names)
+    # A reject without a well-formed id goes to the first shard; each row to its
+    # group's lane there.
+    lanes = keys.by_shard(rows, shards, message_id_of, row_group)
+    for shard_keys, shard_rows in lanes.items():
 
         def write_chunk(
             first: int, chunk: Sequence[SinkRow], shard_keys: keys.ShardKeys = shard_keys

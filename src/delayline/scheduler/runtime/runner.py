@@ -73,10 +73,26 @@ class Scheduler:
         self._quiet = QuietSpells() if runs_locally(settings) else None
         # Set once another scheduler took over: stop without writing (see halt).
         self._halted = False
+        # The groups whose lanes have pumps (_pump_new_lanes).
+        self._pumped_groups: set[str] = set()
+        self._lanes_lock = threading.Lock()
 
     def _pump(self, shard: keys.ShardKeys) -> Pump:
         current = shard in keys.layout(self.settings.inbound_shards)
         return Pump.of(self.settings, shard, self._prepare if current else None)
+
+    def _pump_new_lanes(self) -> None:
+        """Start a pump for each shard's lane of every group created since the last call
+        (each group's lane delivers apart: redis/keys.py's ShardKeys.lane), and record
+        that its lane is pumped (keys.GROUP_LANES). Raises TransportError."""
+        with self._lanes_lock:
+            for group in sorted(self._store.group_names(fresh=True) - self._pumped_groups):
+                for shard in keys.layout(self.settings.inbound_shards, group):
+                    lane = Pump.of(self.settings, shard)
+                    self._pumps.append(lane)
+                    lane.start()
+                self._pumped_groups.add(group)
+                self._store.record_lane(group)
 
     def _prepare(self) -> None:
         """Before the pumps' first delivery (on the first pump's thread, while the others
@@ -103,6 +119,8 @@ class Scheduler:
                     retired = self._pump(shard)
                     self._pumps.append(retired)
                     retired.start()
+            # The groups' lanes too, before Spark starts: what waits in them is due soon.
+            self._pump_new_lanes()
             self._prepared.set()
 
     def start(self) -> None:
@@ -205,15 +223,18 @@ class Scheduler:
 
     def beat(self) -> None:
         """The heartbeat: record in Redis the batches completed since the last call, which
-        status, ``/healthz`` and ``delayline stats`` read, and give a quiet local driver's
-        heap back. Call it often (the service does, twice a second). Raises ConnectError
-        while Redis is unreachable: the batches are recorded at a later call."""
+        status, ``/healthz`` and ``delayline stats`` read, give a quiet local driver's
+        heap back, and pump the lanes of new groups. Call it often (the service does,
+        twice a second). Raises ConnectError while Redis is unreachable: the batches are
+        recorded at a later call."""
         with self._jvm_answers():
             self._unrecorded += self._completed_batches()
             self._give_back_memory_when_quiet()
         if self._unrecorded:
             self._store.record_batches(self.query_id, self._unrecorded)
             self._unrecorded.clear()
+        if self._prepared.is_set():
+            self._pump_new_lanes()
 
     def _give_back_memory_when_quiet(self) -> None:
         """Once per quiet spell of a local driver, a full collection of its heap, which
