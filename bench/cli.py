@@ -14,7 +14,7 @@ python -m bench floor                 # PSS of the query's process model doing n
 python -m bench forecast              # the forecast's answer time and memory, 10k..1M (~1 min)
 python -m bench listing               # forecast and listing times at 1M pending (~6 min)
 python -m bench rate-limit [--quick]  # a 2,000/s topic limit, a herd of 20,000 (~3 min; quick ~1)
-python -m bench isolation [--quick]   # group A's 500k herd vs group B's 1,000/s (~8 min; quick ~5)
+python -m bench isolation [--quick]   # group A's 500k herd vs group B's 1,000/s (~6 min; quick ~4)
 python -m bench scaling               # capacity on local-cluster 1 and 2, standalone (~12 min)
 python -m bench redis-cluster         # 1 and 3 Redis shards on a 3+3 Redis Cluster (~20-27 min)
 python -m bench redis-cluster --quick # its smoke test, 3 shards (~70 s)
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     isolate.add_argument("--rate", type=int, default=1_000, help="group B's messages a second")
     isolate.add_argument("--lead-s", type=float, default=55.0, help="the herd's due time ahead")
     isolate.add_argument("--steady-s", type=float, default=10.0, help="B before and after")
-    isolate.add_argument("--quick", action="store_true", help="a herd of 50,000, 20 s ahead")
+    isolate.add_argument("--quick", action="store_true", help="a herd of 150,000, 30 s ahead")
     isolate.add_argument("--port", type=int, default=16397)
     isolate.add_argument("--out", type=Path, default=RESULTS / "isolation" / "isolation.json")
 
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench import isolation  # starts delayline run
 
         if args.quick:
-            args.herd, args.lead_s, args.steady_s = 50_000, 20.0, 5.0
+            args.herd, args.lead_s, args.steady_s = 150_000, 30.0, 5.0
         return _report(
             args.out,
             isolation.main(args.herd, args.rate, args.lead_s, args.steady_s, args.port),

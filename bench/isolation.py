@@ -10,9 +10,11 @@ with AOF; no API), in this order:
 
 In each, a producer thread sends B's messages ``rate`` a second (each due
 B_DELAY_MS after it is sent, 1 ms apart within a tenth of a second), from
-``steady_before_s`` before the herd's instant until the herd is delivered and
-``steady_after_s`` more. A's herd is sent ahead through the SDK's near path (due
-``lead_s`` later, within the 60 s horizon), in one second: its due times are
+``steady_s`` before the herd's instant until the herd is delivered and
+``steady_s`` more. A consumer group that reads nothing holds each topic's entries
+against its retention (100,000 entries by default), so that all can be scored.
+A's herd is sent ahead through the SDK's near path (due ``lead_s`` later, within
+the 60 s horizon), in one second: its due times are
 spread over ``[T, T + 1 s)``. Once every message is in its topic (read back with
 XRANGE: no consumer's cost weighs on it), it scores each topic's entries by
 Redis's clock (the entry id's ms, less the id's due time): B's lateness while the
@@ -70,6 +72,10 @@ def scenario(
         a_topic, b_client_group = "a/herd", "b" if name == "lanes" else "a"
         b_topic = f"{b_client_group}/steady"
         raw = redis.Redis.from_url(url)
+        for topic in (a_topic, b_topic):
+            # A consumer group that reads nothing keeps the topic's retention from
+            # trimming entries the score reads (past 100,000 an entry by default).
+            raw.xgroup_create(topic, "bench", id="$", mkstream=True)
         _lanes_pumped(url, raw)
         due_ms = now_ms() + round(lead_s * 1000)
         steady = Steady(url, b_client_group, rate)

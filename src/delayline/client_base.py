@@ -313,7 +313,8 @@ class ClientBase:
         )
 
     def _set_limit_plan(self, limit: TopicLimit) -> Plan[TopicLimit]:
-        limit = replace(limit, topic=self._topic(limit.topic))
+        if group_of(limit.topic) != self.group:  # TopicLimit checks what this makes
+            limit = replace(limit, topic=qualify(self.group, limit.topic))
         return self._with_published(
             lambda published: limiting.set_limit(
                 limit, shards=published.shards, read_shards=published.read_shards
@@ -323,7 +324,8 @@ class ClientBase:
     def _delete_limit_plan(self, topic: str) -> Plan[bool]:
         return self._with_published(
             lambda published: limiting.delete_limit(
-                self._topic(topic), read_shards=published.read_shards
+                topic if group_of(topic) == self.group else qualify(self.group, topic),
+                read_shards=published.read_shards,
             )
         )
 

@@ -1,6 +1,8 @@
 """A topic's delivery limit, the pure parts: a rate (at most N messages a second,
 earliest due first) and a spread (a herd due at one instant may go out over
-``[due, due + spread]``). The default is no limit.
+``[due, due + spread]``). The default is no limit. A group's limit (the topic
+GROUP_WIDE, ``*``, or ``<group>/*``) holds for every topic of the group that has
+no limit of its own, with one rate shared by all of them.
 
 The pump applies them (redis/lua/delivery_limits.lua): a due message of a
 limited topic that may not go yet is held in the outbox until its time, never
@@ -18,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from delayline.errors import DecodeError, ValidationError
+from delayline.groups import DEFAULT_GROUP, SEPARATOR, group_of, qualify, unqualified
 from delayline.timing import parse_duration_ms
 from delayline.validation import validate_topic
 
@@ -25,6 +28,10 @@ from delayline.validation import validate_topic
 RATE_FIELD = "rate_per_s"
 SHARD_RATE_FIELD = "shard_rate_per_s"
 SPREAD_FIELD = "spread_ms"
+
+#: The topic of a group's limit, within the group (lua/delivery_limits.lua reads it as
+#: the field of the group's lane's limits).
+GROUP_WIDE = "*"
 
 #: The highest rate a limit takes (messages a second).
 MAX_RATE_PER_S = 1_000_000
@@ -44,7 +51,7 @@ class TopicLimit:
     spread_ms: int = 0
 
     def __post_init__(self) -> None:
-        validate_topic(self.topic)
+        validate_limit_topic(self.topic)
         rate = self.rate_per_s
         if rate is not None and (
             isinstance(rate, bool) or not isinstance(rate, int) or not 1 <= rate <= MAX_RATE_PER_S
@@ -87,6 +94,22 @@ class TopicLimit:
     def to_dict(self) -> dict[str, Any]:
         """The limit as the API and the CLI show it."""
         return {"topic": self.topic, RATE_FIELD: self.rate_per_s, SPREAD_FIELD: self.spread_ms}
+
+
+def validate_limit_topic(topic: object) -> str:
+    """Return ``topic`` if a limit can be set on it: a topic, or a group's limit
+    (GROUP_WIDE, or ``<group>/*``). Raises ValidationError otherwise."""
+    if isinstance(topic, str) and unqualified(topic) == GROUP_WIDE:
+        group = group_of(topic)
+        if topic == qualify(group, GROUP_WIDE) and (group == DEFAULT_GROUP or SEPARATOR in topic):
+            return topic
+    return validate_topic(topic)
+
+
+def limit_field(topic: str) -> str:
+    """The field of a limit in its group's lane's limits hash: the topic, or
+    GROUP_WIDE for the group's limit."""
+    return GROUP_WIDE if unqualified(topic) == GROUP_WIDE else topic
 
 
 def shard_rate_per_s(rate_per_s: int, shards: int) -> int:

@@ -131,3 +131,29 @@ def test_the_cli_creates_lists_and_acts_for_a_group(redis_url: str, raw_redis: r
     assert "pending 0" in shown.output
     changed = run(main, ["groups", "quotas", "ops", "--max-pending", "9"], env=env)
     assert changed.output.strip() == "ops: pending 9"
+
+
+def test_the_pending_and_rate_quotas_answer_429_over_http(redis_url: str) -> None:
+    async def scenario() -> None:
+        app = create_app(redis_url, api_token="admin-token")
+        async with asgi_client(app, base_url=BASE) as http:
+            body = {"name": "small", "quotas": {"max_pending": 2}}
+            token = (await http.post("/v1/admin/groups", json=body, headers=ADMIN)).json()["token"]
+            group = {"Authorization": f"Bearer {token}"}
+            message = {"topic": "t", "body": "x", "delay_ms": 30_000}  # near: counted at once
+            for _ in range(2):
+                sent = await http.post("/v1/messages", json=message, headers=group)
+                assert sent.status_code == 201, sent.text
+            full = await http.post("/v1/messages", json=message, headers=group)
+            assert full.status_code == 429
+            assert full.json()["error"]["field"] == "max_pending"
+            quotas = {"max_send_per_s": 3}
+            await http.put("/v1/admin/groups/small/quotas", json=quotas, headers=ADMIN)
+            app.state.group_clients.clear()  # the API's clients read quotas every 10 s
+            batch = {"messages": [message] * 4}
+            over = await http.post("/v1/messages:batch", json=batch, headers=group)
+            assert over.status_code == 429, over.text
+            assert over.json()["error"]["field"] == "max_send_per_s"
+            assert "4 more would pass the group's 3 a second" in over.json()["error"]["message"]
+
+    asyncio.run(scenario())

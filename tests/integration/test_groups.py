@@ -159,3 +159,30 @@ def test_the_sink_rejects_a_message_of_a_group_nobody_created_in_its_lane(
     ((_, reject),) = raw_redis.xrange(keys.UNSHARDED.lane("ghost").rejects)
     assert b"no group 'ghost'" in reject[b"reason"]
     assert reject[b"body"] == b"b"
+
+
+def test_a_groups_limit_shares_one_rate_among_its_topics_without_their_own(
+    redis_url: str, raw_redis: redis.Redis, lanes: dict[str, Pump]
+) -> None:
+    with Client(redis_url, group="a") as a:
+        a.set_topic_limit("*", rate_per_s=500)
+        a.set_topic_limit("own", rate_per_s=100_000)
+        assert [limit.topic for limit in a.topic_limits()] == ["a/*", "a/own"]
+        due_ms = now_ms() + 1_000
+        for topic in ("x", "y", "own"):
+            a.send_many([{"topic": topic, "body": b"h", "deliver_at": due_ms}] * 600)
+    wait_for(lambda: raw_redis.xlen("a/own") == 600, 10, "the topic with its own limit")
+    # 600 at 100,000 a second go at once, though the group's 1,200 wait their slots.
+    own = lateness_ms(raw_redis, "a/own")
+    assert own.min() >= 0
+    assert own.max() < 500
+    wait_for(lambda: raw_redis.xlen("a/x") + raw_redis.xlen("a/y") == 1_200, 15, "the herd")
+    shared = np.concatenate([lateness_ms(raw_redis, "a/x"), lateness_ms(raw_redis, "a/y")])
+    assert shared.min() >= 0  # none early
+    # 1,200 at 500 a second, shared: the last waits more than 2 s, both topics alike.
+    assert shared.max() >= 2_000
+    assert lateness_ms(raw_redis, "a/x").max() >= 1_800
+    assert lateness_ms(raw_redis, "a/y").max() >= 1_800
+    with Client(redis_url, group="a") as a:
+        assert a.delete_topic_limit("*")
+        assert [limit.topic for limit in a.topic_limits()] == ["a/own"]

@@ -47,12 +47,12 @@ def test_a_call_reads_and_journals_its_messages_with_one_command_each(
     assert pump_once_due(redis_url, due_ms) == 300
     after = calls(raw_redis)
     # The entries and the journal are read with one HMGET each, and the journal
-    # written with one HSET; the topic's delivery limit is looked up once (an HGET);
-    # only the topic entries take a command each.
+    # written with one HSET; the topic's delivery limit and its group's are looked
+    # up once, together (a third HMGET); only the topic entries take a command each.
     assert {name: after[name] - before[name] for name in COUNTED} == {
-        "hget": 1,
+        "hget": 0,
         "hsetnx": 0,
-        "hmget": 2,
+        "hmget": 3,
         "hset": 1,
         "xadd": 300,
     }

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from delayline.groups import DEFAULT_GROUP, group_of
-from delayline.limits import TopicLimit, from_stored
+from delayline.groups import DEFAULT_GROUP, group_of, qualify
+from delayline.limits import GROUP_WIDE, TopicLimit, from_stored, limit_field, validate_limit_topic
 from delayline.plans import Plan
 from delayline.redis import keys
-from delayline.validation import validate_topic
 
 
 def set_limit(limit: TopicLimit, *, shards: int, read_shards: int) -> Plan[TopicLimit]:
@@ -19,16 +18,16 @@ def set_limit(limit: TopicLimit, *, shards: int, read_shards: int) -> Plan[Topic
     with the share of its rate of each of the ``shards`` current ones."""
     stored = limit.stored(shards)
     lanes = keys.read_layout(read_shards, group_of(limit.topic))
-    commands = [("HSET", shard.limits, limit.topic, stored) for shard in lanes]
+    commands = [("HSET", shard.limits, limit_field(limit.topic), stored) for shard in lanes]
     return Plan(commands, lambda _: limit, "set a delivery limit")
 
 
 def delete_limit(topic: str, *, read_shards: int) -> Plan[bool]:
     """Take ``topic``'s limit out of every shard used; True if it had one. Raises
     ValidationError for a bad topic."""
-    validate_topic(topic)
+    validate_limit_topic(topic)
     lanes = keys.read_layout(read_shards, group_of(topic))
-    commands = [("HDEL", shard.limits, topic) for shard in lanes]
+    commands = [("HDEL", shard.limits, limit_field(topic)) for shard in lanes]
     return Plan(commands, lambda replies: any(int(r) for r in replies), "delete a delivery limit")
 
 
@@ -37,8 +36,9 @@ def limits(group: str = DEFAULT_GROUP) -> Plan[list[TopicLimit]]:
     every layout writes, hold them all."""
 
     def parse(replies: list[Any]) -> list[TopicLimit]:
-        found = {topic.decode(): stored for topic, stored in replies[0].items()}
-        return [from_stored(topic, found[topic]) for topic in sorted(found)]
+        found = {field.decode(): stored for field, stored in replies[0].items()}
+        topics = {field: qualify(group, field) if field == GROUP_WIDE else field for field in found}
+        return [from_stored(topics[field], found[field]) for field in sorted(found)]
 
     command = ("HGETALL", keys.UNSHARDED.lane(group).limits)
     return Plan([command], parse, "read the delivery limits")

@@ -98,6 +98,7 @@ LUA_CONSTANTS: Mapping[str, str | int] = {
     "RATE_SLOTS_TTL_S": keys.RATE_SLOTS_TTL_S,
     "SHARD_RATE_FIELD": limits.SHARD_RATE_FIELD,
     "SPREAD_FIELD": limits.SPREAD_FIELD,
+    "GROUP_WIDE": limits.GROUP_WIDE,
 }
 
 #: The scripts and their libraries.

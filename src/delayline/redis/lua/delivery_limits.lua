@@ -11,19 +11,25 @@
 -- <ns>${RATE_SLOTS}<topic> keeps the first second not known to be full, so that a
 -- backlog is not scanned again for each message. Counters and that cursor expire
 -- ${RATE_SLOTS_TTL_S} s past their second. ns is set by the including script.
-local limit_cache = {}
+-- A topic without a limit of its own takes its group's (the field '${GROUP_WIDE}'),
+-- whose rate slots all its topics share (they are counted under '${GROUP_WIDE}').
+local limit_cache, group_limit = {}, nil
 local slots_taken, slots_added, slot_cursor, cursor_read = {}, {}, {}, {}
+local function decoded_limit(stored, slots)
+  if not stored then return false end
+  local fields = cjson.decode(stored)
+  local rate, spread = tonumber(fields['${SHARD_RATE_FIELD}']) or 0,
+    tonumber(fields['${SPREAD_FIELD}']) or 0
+  if rate > 0 or spread > 0 then return {rate = rate, spread = spread, slots = slots} end
+  return false
+end
+-- One HMGET a topic a call reads the topic's limit and its group's.
 local function topic_limit(topic)
   local limit = limit_cache[topic]
   if limit == nil then
-    limit = false
-    local stored = redis.call('HGET', ns .. '${LIMITS}', topic)
-    if stored then
-      local fields = cjson.decode(stored)
-      local rate, spread = tonumber(fields['${SHARD_RATE_FIELD}']) or 0,
-        tonumber(fields['${SPREAD_FIELD}']) or 0
-      if rate > 0 or spread > 0 then limit = {rate = rate, spread = spread} end
-    end
+    local stored = redis.call('HMGET', ns .. '${LIMITS}', topic, '${GROUP_WIDE}')
+    if group_limit == nil then group_limit = decoded_limit(stored[2], '${GROUP_WIDE}') end
+    limit = decoded_limit(stored[1], topic) or group_limit
     limit_cache[topic] = limit
   end
   return limit
@@ -77,7 +83,7 @@ local function hold_until(id, topic, due_ms, now_ms)
     from_ms = from_ms + tonumber(string.sub(redis.sha1hex(id), 1, 8), 16) % (limit.spread + 1)
   end
   if from_ms < now_ms then from_ms = now_ms end
-  if limit.rate > 0 then from_ms = take_slot(topic, limit.rate, from_ms) end
+  if limit.rate > 0 then from_ms = take_slot(limit.slots, limit.rate, from_ms) end
   if from_ms <= now_ms then return nil end
   return from_ms
 end
