@@ -157,3 +157,17 @@ def test_the_pending_and_rate_quotas_answer_429_over_http(redis_url: str) -> Non
             assert "4 more would pass the group's 3 a second" in over.json()["error"]["message"]
 
     asyncio.run(scenario())
+
+
+def test_an_open_api_reads_as_before_with_a_stale_cookie_and_refuses_a_bad_header(
+    redis_url: str,
+) -> None:
+    async def scenario() -> None:
+        app = create_app(redis_url)  # no admin token: open on the loopback
+        async with asgi_client(app, base_url=BASE) as http:
+            stale = {"Cookie": "delayline_token=an-earlier-runs-token"}
+            assert (await http.get("/v1/stats", headers=stale)).status_code == 200
+            wrong = {"Authorization": "Bearer not-a-groups-token"}
+            assert (await http.get("/v1/stats", headers=wrong)).status_code == 401
+
+    asyncio.run(scenario())

@@ -135,39 +135,40 @@ class BearerTokenAuth:
         self._token = None if token is None else token.encode()
         self._find_group = find_group
 
-    def _presented(self, scope: Scope) -> bytes | None:
-        """The token the request carries, if any (the query and the cookie for GET only)."""
+    def _presented(self, scope: Scope) -> tuple[bytes | None, bool]:
+        """The token the request carries, if any (the query and the cookie for GET, or
+        with PAGE_HEADER), and whether it came in the page's cookie."""
         headers = dict(scope["headers"])
         authorization = headers.get(b"authorization")
         if authorization is not None:
-            return (
-                authorization.removeprefix(b"Bearer ")
-                if authorization.startswith(b"Bearer ")
-                else b""
-            )
+            bearer = authorization.startswith(b"Bearer ")
+            return (authorization.removeprefix(b"Bearer ") if bearer else b""), False
         if scope["method"] != "GET" and PAGE_HEADER not in headers:
-            return None
+            return None, False
         if scope["method"] == "GET" and scope["path"] in LOGIN_PATHS:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             if "token" in query:
                 # One token, the one the page then keeps in its cookie: never a second.
                 tokens = query["token"]
-                return tokens[0].encode() if len(tokens) == 1 else b""
+                return (tokens[0].encode() if len(tokens) == 1 else b""), False
         try:
             cookie = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
         except CookieError:
-            return b""
+            return b"", True
         morsel = cookie.get(TOKEN_COOKIE)
-        return None if morsel is None else morsel.value.encode()
+        return (None if morsel is None else morsel.value.encode()), True
 
     async def _identify(self, scope: Scope) -> tuple[bool, str | None, bool]:
         """(allowed, group, admin) for the request."""
-        presented = self._presented(scope)
+        presented, from_cookie = self._presented(scope)
         if presented is None:
             return self._token is None, None, False
         if self._token is not None and hmac.compare_digest(presented, self._token):
             return True, None, True
         group = await self._find_group(presented.decode("latin-1")) if presented else None
+        if group is None and from_cookie and self._token is None:
+            # A cookie of an earlier run's token, on an API now open: as none.
+            return True, None, False
         return group is not None, group, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
