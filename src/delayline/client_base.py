@@ -226,7 +226,7 @@ class ClientBase:
         limit: int,
     ) -> ListRequest:
         return ListRequest(
-            topic=None if topic is None else self._topic(topic),
+            topic=topic,
             key=key,
             from_ms=None if start is None else timing.to_epoch_ms(start, "start"),
             to_ms=None if end is None else timing.to_epoch_ms(end, "end"),
@@ -240,12 +240,13 @@ class ClientBase:
         topic = None if request.topic is None else self._topic(request.topic)
         return replace(request, topic=topic, group=self.group)
 
-    def _schedule_listing(self, name: str, topic: str) -> ListRequest:
+    @staticmethod
+    def _schedule_listing(name: str, topic: str) -> ListRequest:
         """The listing of schedule ``(topic, name)``. Raises ValidationError for a name
         or topic no schedule can have."""
         return ListRequest(
             kind=SCHEDULES,
-            topic=validate_topic(self._topic(topic)),
+            topic=validate_topic(topic),
             name=validate_name(name),
             limit=1,
         )
