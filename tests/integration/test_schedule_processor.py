@@ -16,13 +16,22 @@ from delayline.scheduler.pipeline.processor import WheelProcessor
 from delayline.scheduler.pipeline.records import to_packed
 from delayline.schedules.ops import DELETE, PAUSE, PUT, RESUME, ScheduleOp, schedule_key
 from delayline.schedules.recurrence import Every, Times, parse_cron
-from delayline.schedules.runs import FINISHED_RETENTION_MS
+from delayline.schedules.runs import FINISHED_RETENTION_MS, refill_ms
 from delayline.schedules.spec import CatchUp, Schedule
 from delayline.validation import Limits
 
 HORIZON_MS = 3_000
 T0 = 1_800_000_000_000
 TOPIC, NAME = "reports", "tick"
+#: How far ahead a firing hands runs over (ms).
+AHEAD_MS = HORIZON_MS + refill_ms(HORIZON_MS)
+#: The last run of an every-second schedule that a firing at T0 hands over (s after T0).
+AHEAD_S = AHEAD_MS // 1_000
+
+
+def seconds(first: int, last: int) -> list[int]:
+    """The whole seconds from T0 + ``first`` s to T0 + ``last`` s, as epoch ms."""
+    return [T0 + k * 1_000 for k in range(first, last + 1)]
 
 
 class Wheel:
@@ -76,7 +85,8 @@ def run_times(records: list[packs.Record]) -> list[int]:
 def test_a_put_hands_over_the_runs_within_the_horizon_and_its_timer_the_rest() -> None:
     wheel = Wheel()
     out = wheel.op(PUT, every_second(headers={"team": "a"}))
-    assert run_times(out) == [T0 + 1_000, T0 + 2_000, T0 + 3_000]
+    # Those within the horizon, and the refill's after it.
+    assert run_times(out) == seconds(1, AHEAD_S)
     run = out[0]
     assert (run.topic, run.body, run.attempt) == (TOPIC, b"run", 1)
     assert json.loads(run.headers) == {
@@ -85,9 +95,12 @@ def test_a_put_hands_over_the_runs_within_the_horizon_and_its_timer_the_rest() -
         "delayline-run-at": timing.format_time(T0 + 1_000),
     }
     wheel.processor.close()
-    assert wheel.wakeups == [T0 + 4_000 - HORIZON_MS]
-    assert wheel.advance_to(T0 + 999) == []
-    assert run_times(wheel.advance_to(T0 + 1_000)) == [T0 + 4_000]
+    # The timer fires a horizon before the first run not handed over.
+    fire_at_ms = T0 + (AHEAD_S + 1) * 1_000 - HORIZON_MS
+    assert wheel.wakeups == [fire_at_ms]
+    assert wheel.advance_to(fire_at_ms - 1) == []
+    refilled = run_times(wheel.advance_to(fire_at_ms))
+    assert refilled == seconds(AHEAD_S + 1, (fire_at_ms - T0 + AHEAD_MS) // 1_000)
     # The same definition put again changes nothing.
     assert wheel.op(PUT, every_second(headers={"team": "a"}), at_ms=T0 + 1_100) == []
 
@@ -95,15 +108,15 @@ def test_a_put_hands_over_the_runs_within_the_horizon_and_its_timer_the_rest() -
 def test_pause_revokes_the_runs_not_due_and_resume_catches_up() -> None:
     wheel = Wheel()
     handed = wheel.op(PUT, every_second(catch_up=CatchUp.create("latest")))
-    paused = wheel.op(PAUSE, at_ms=T0 + 1_500)  # after the timer at 1 s handed 4 s over
+    paused = wheel.op(PAUSE, at_ms=T0 + 1_500)
     handed += [record for record in paused if record.kind in RUNS]
     revoked = [record for record in paused if record.kind == packs.REVOKE]
-    assert [r.deliver_at_ms for r in revoked] == [T0 + 2_000, T0 + 3_000, T0 + 4_000]
+    assert [r.deliver_at_ms for r in revoked] == seconds(2, AHEAD_S)
     assert {r.id for r in revoked} <= {r.id for r in handed}
     assert wheel.advance_to(T0 + 9_000) == []  # nothing while paused
     resumed = wheel.op(RESUME, at_ms=T0 + 9_500)
-    # The latest missed run (9 s), late, then the runs within the horizon.
-    assert run_times(resumed) == [T0 + 9_000, T0 + 10_000, T0 + 11_000, T0 + 12_000]
+    # The latest missed run (9 s), late, then the runs within the horizon and the refill.
+    assert run_times(resumed) == [T0 + 9_000, *seconds(10, (9_500 + AHEAD_MS) // 1_000)]
 
 
 def test_delete_revokes_and_forgets_the_schedule() -> None:
@@ -111,7 +124,7 @@ def test_delete_revokes_and_forgets_the_schedule() -> None:
     wheel.op(PUT, every_second())
     out = wheel.op(DELETE, at_ms=T0 + 500)
     revoked = [r.deliver_at_ms for r in out if r.kind == packs.REVOKE]
-    assert revoked == [T0 + 1_000, T0 + 2_000, T0 + 3_000]
+    assert revoked == seconds(1, AHEAD_S)
     assert run_times(out) == []
     # What it counted ahead in the forecast is taken back.
     assert sum(r.attempt for r in out if r.kind == packs.FORECAST) < 0

@@ -32,8 +32,8 @@ def minute(run_ms: int) -> int:
     return run_ms // MINUTE_MS * MINUTE_MS
 
 
-def every(period_ms: int, **options: Any) -> Schedule:
-    return Schedule.create("t", "s", b"x", Every(period_ms), limits=Limits(), **options)
+def every(period_ms: int, anchor_ms: int = 0, **options: Any) -> Schedule:
+    return Schedule.create("t", "s", b"x", Every(period_ms, anchor_ms), limits=Limits(), **options)
 
 
 @dataclass
@@ -47,6 +47,8 @@ class Wheel:
     forecast: Counter[int] = field(default_factory=Counter)
     outbox: dict[str, int] = field(default_factory=dict)
     sequence: int = 0
+    #: How many runs each firing handed over.
+    firings: list[int] = field(default_factory=list)
 
     def op(
         self,
@@ -86,6 +88,8 @@ class Wheel:
         self._deliver()
         firing = fire(self.stored, incoming, now_ms=self.now_ms, horizon_ms=self.horizon_ms)
         self.stored, self.fire_at_ms = firing.stored, firing.fire_at_ms
+        handed = [r for r in packs.unpack(firing.out) if r.kind in (packs.RUN, packs.COUNTED_RUN)]
+        self.firings.append(len(handed))
         if self.fire_at_ms is not None and self.fire_at_ms <= self.now_ms:
             # Only a firing that handed over its most runs calls for the next batch at once.
             assert self.armed is not None
@@ -197,6 +201,21 @@ def test_a_daily_cron_is_counted_once_its_run_is_within_the_hour() -> None:
     wheel.run_until(T0 + 90 * MINUTE_MS)
     wheel.check()
     assert +wheel.forecast == Counter({T0 + 150 * MINUTE_MS: 1})
+
+
+@pytest.mark.parametrize("period_s", [60, 900, 3_600])
+def test_a_schedule_that_runs_hourly_or_more_fires_only_to_hand_runs_over(period_s: int) -> None:
+    # Off the minute, as most are: a firing counting ahead at the minute its next
+    # uncounted run entered the window came once more each run, all at second 0.
+    anchor_ms = 1_234_567
+    wheel = Wheel()
+    wheel.op(ops.PUT, every(period_s * 1_000, anchor_ms=anchor_ms))
+    wheel.firings.clear()
+    wheel.run_until(T0 + 5 * 3_600_000)
+    wheel.check()
+    # Five hours of runs: each firing handed some over.
+    assert len(wheel.firings) >= 5 * 3_600 // period_s // 2
+    assert all(wheel.firings)
 
 
 @settings(max_examples=40, deadline=None)

@@ -38,7 +38,7 @@ def at(epoch_ms: int) -> int:
 def handed(schedule: Schedule, now_ms: int = T0) -> runs.Armed:
     """The state after the put at ``now_ms`` and a firing then: one horizon handed over."""
     return runs.hand_off(
-        runs.arm(schedule, "1-0", now_ms), now_ms=now_ms, horizon_ms=HORIZON_MS
+        runs.arm(schedule, "1-0", now_ms), now_ms=now_ms, horizon_ms=HORIZON_MS, refill=False
     ).armed
 
 

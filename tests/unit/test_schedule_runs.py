@@ -34,15 +34,39 @@ def test_a_new_schedule_starts_after_the_batch_that_reads_it() -> None:
 
 def test_a_firing_hands_over_every_run_within_the_horizon_and_arms_the_next() -> None:
     armed = runs.arm(every(10_000), "v1", T0)
-    handoff = runs.hand_off(armed, now_ms=T0, horizon_ms=HORIZON_MS)
+    handoff = runs.hand_off(armed, now_ms=T0, horizon_ms=HORIZON_MS, refill=False)
     assert [run.run_ms for run in handoff.runs] == [T0 + k * 10_000 for k in range(1, 7)]
     assert handoff.armed.next_run_ms == T0 + 70_000
     assert handoff.armed.handed_until_ms == T0 + 60_000
     assert handoff.armed.runs == 6
     assert handoff.skipped == 0
     # Nothing more until the next run comes within the horizon.
-    again = runs.hand_off(handoff.armed, now_ms=T0 + 1, horizon_ms=HORIZON_MS)
+    again = runs.hand_off(handoff.armed, now_ms=T0 + 1, horizon_ms=HORIZON_MS, refill=False)
     assert again.runs == []
+    # By default a firing also hands over the runs of half a horizon after it.
+    refilled = runs.hand_off(armed, now_ms=T0, horizon_ms=HORIZON_MS)
+    until_ms = T0 + HORIZON_MS + runs.refill_ms(HORIZON_MS)
+    assert [run.run_ms for run in refilled.runs] == list(range(T0 + 10_000, until_ms + 1, 10_000))
+
+
+def test_a_frequent_schedule_fires_once_per_half_horizon_and_keeps_a_horizon_handed_over() -> None:
+    armed = runs.arm(every(1_000), "v1", T0)
+    handed: list[int] = []
+    firings = []
+    now_ms = T0
+    while now_ms < T0 + 600_000:
+        handoff = runs.hand_off(armed, now_ms=now_ms, horizon_ms=HORIZON_MS)
+        handed += [run.run_ms for run in handoff.runs]
+        armed = handoff.armed
+        firings.append(now_ms)
+        # Each run is handed over a horizon ahead at least.
+        assert handed[-1] >= now_ms + HORIZON_MS
+        fire_at_ms = runs.fire_at_ms(armed, HORIZON_MS)
+        assert fire_at_ms is not None
+        now_ms = fire_at_ms
+    assert handed == list(range(T0 + 1_000, handed[-1] + 1, 1_000))
+    # Ten minutes of runs every second, in a firing per half a horizon (and the first).
+    assert len(firings) == 600_000 // (runs.refill_ms(HORIZON_MS) + 1_000) + 1
 
 
 def test_upcoming_runs_are_those_of_a_schedule_put_then() -> None:
@@ -98,7 +122,7 @@ def test_missed_runs_follow_the_catch_up_policy(policy: str, sent: list[int], sk
     catch_up = CatchUp.create(policy, window_ms=10_000, max_runs=100)
     armed = runs.Armed(every(1_000, catch_up=catch_up), "v1", next_run_ms=T0)
     # Down from T0 to T0 + 30 s, with a 2 s horizon.
-    handoff = runs.hand_off(armed, now_ms=T0 + 30_000, horizon_ms=2_000)
+    handoff = runs.hand_off(armed, now_ms=T0 + 30_000, horizon_ms=2_000, refill=False)
     assert [run.run_ms for run in handoff.runs] == [*sent, T0 + 30_000, T0 + 31_000, T0 + 32_000]
     assert handoff.skipped == skipped
     assert handoff.armed.next_run_ms == T0 + 33_000
@@ -114,7 +138,7 @@ def test_catch_up_all_sends_the_latest_runs_up_to_its_cap() -> None:
 
 def test_a_long_outage_of_a_frequent_schedule_costs_few_steps() -> None:
     armed = runs.Armed(every(1_000), "v1", next_run_ms=T0)
-    handoff = runs.hand_off(armed, now_ms=T0 + 86_400_000, horizon_ms=0)
+    handoff = runs.hand_off(armed, now_ms=T0 + 86_400_000, horizon_ms=0, refill=False)
     assert [run.run_ms for run in handoff.runs] == [T0 + 86_399_000, T0 + 86_400_000]
     assert handoff.skipped == runs.MAX_COUNTED_MISSES - 1
 
@@ -172,7 +196,8 @@ def test_a_paused_schedule_stays_paused_when_its_definition_is_put_again() -> No
     # A put that says paused pauses an active schedule.
     state, cancels = runs.put(handed.armed, every(1_000, paused=True), "v4", T0 + 300)
     assert state.schedule.paused
-    assert [run.run_ms for run in cancels] == [T0 + k * 1_000 for k in range(1, 61)]
+    handed_s = (HORIZON_MS + runs.refill_ms(HORIZON_MS)) // 1_000
+    assert [run.run_ms for run in cancels] == [T0 + k * 1_000 for k in range(1, handed_s + 1)]
 
 
 def test_a_replace_cancels_the_runs_handed_over_and_not_due() -> None:
@@ -188,12 +213,13 @@ def test_pause_cancels_and_resume_catches_up_under_a_new_version() -> None:
     schedule = every(10_000, catch_up=CatchUp.create(LATEST))
     handed = runs.hand_off(runs.arm(schedule, "v1", T0), now_ms=T0, horizon_ms=HORIZON_MS)
     paused, cancels = runs.pause(handed.armed, "v2", T0 + 15_000)
-    assert [run.run_ms for run in cancels] == [T0 + k * 10_000 for k in range(2, 7)]
+    handed_10s = (HORIZON_MS + runs.refill_ms(HORIZON_MS)) // 10_000
+    assert [run.run_ms for run in cancels] == [T0 + k * 10_000 for k in range(2, handed_10s + 1)]
     assert paused.next_run_ms == T0 + 20_000
     assert runs.fire_at_ms(paused, HORIZON_MS) is None
     assert runs.hand_off(paused, now_ms=T0 + 50_000, horizon_ms=HORIZON_MS).runs == []
     resumed = runs.resume(paused, "v3")
-    handoff = runs.hand_off(resumed, now_ms=T0 + 45_000, horizon_ms=0)
+    handoff = runs.hand_off(resumed, now_ms=T0 + 45_000, horizon_ms=0, refill=False)
     # The latest of the runs missed while paused (20, 30, 40 s), late, then none until 50 s.
     assert [run.run_ms for run in handoff.runs] == [T0 + 40_000]
     assert handoff.skipped == 2

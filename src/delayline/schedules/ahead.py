@@ -127,8 +127,12 @@ def recount(
 def fire_at_ms(armed: Armed, horizon_ms: int) -> int | None:
     """When the wheel should next look at the schedule (epoch ms): as
     :func:`runs.fire_at_ms <delayline.schedules.runs.fire_at_ms>` says, or sooner, when
-    its first run not counted yet comes within the window (the minute it does: a
-    schedule whose runs are more than an hour apart)."""
+    its first run not counted yet comes within FORECAST_AHEAD_MS (a schedule whose
+    runs are more than about an hour apart).
+
+    Not at the minute that run enters the window: a firing that hands runs over
+    comes first for a schedule that runs at least hourly, and one at the run's own
+    second spreads the others' firings over the minute."""
     at_ms = runs.fire_at_ms(armed, horizon_ms)
     if at_ms is None or armed.schedule.paused or armed.counted_until_ms is None:
         return at_ms
@@ -138,10 +142,9 @@ def fire_at_ms(armed: Armed, horizon_ms: int) -> int | None:
     uncounted_ms = runs.next_run(armed.schedule, after_ms)
     if uncounted_ms is None:
         return at_ms
-    # The first instant whose window_end_ms reaches the run's minute: after the firing
-    # that counted until counted_until_ms, since the run is past it.
-    enters_ms = uncounted_ms // MINUTE_MS * MINUTE_MS - FORECAST_AHEAD_MS - horizon_ms
-    return min(at_ms, enters_ms)
+    # The last instant that counts it in time: window_end_ms reaches it then, since
+    # the window is FORECAST_AHEAD_MS and more.
+    return min(at_ms, uncounted_ms - FORECAST_AHEAD_MS)
 
 
 def _left(armed: Armed) -> int:

@@ -11,9 +11,11 @@ touches nothing else. The rules:
   makes the same id, and the sink writes it once.
 - **One horizon ahead, one run armed.** The wheel holds each schedule's next
   run, not yet handed over (``next_run_ms``); the timer fires ``horizon_ms``
-  before it. Firing hands every run due within the horizon to the outbox, as a
-  one-shot message due then would be, and arms the one after: the pump then
-  delivers on time across a restart of Spark shorter than the horizon.
+  before it. Firing hands every run due within the horizon and half a horizon
+  after it (:func:`refill_ms`) to the outbox, as one-shot messages due then
+  would be, and arms the one after: the pump then delivers on time across a
+  restart of Spark shorter than the horizon, and a schedule that runs every
+  second fires once per half a horizon, not at every run.
 - **Missed runs** are those the scheduler reaches only after their time
   (delayline was down for longer than the horizon, or the schedule was paused):
   the schedule's catch-up policy (:class:`~delayline.schedules.spec.CatchUp`)
@@ -150,6 +152,14 @@ def arm(schedule: Schedule, version: str, now_ms: int) -> Armed:
     return Armed(schedule, version, next_run(schedule, now_ms))
 
 
+def refill_ms(horizon_ms: int) -> int:
+    """How long after the horizon a firing hands runs over too (ms): half of it. Each
+    firing costs Spark's state calls whatever it hands over, so a schedule that runs
+    more often fires once per half a horizon, not at every run; the outbox holds its
+    runs of one and a half horizons at most."""
+    return horizon_ms // 2
+
+
 def fire_at_ms(armed: Armed, horizon_ms: int) -> int | None:
     """When the wheel should next look at the schedule (epoch ms): ``horizon_ms``
     before its next run; once finished, when it is to be forgotten; None while
@@ -182,10 +192,16 @@ class Handoff:
 
 
 def hand_off(
-    armed: Armed, *, now_ms: int, horizon_ms: int, limit: int = MAX_RUNS_PER_FIRING
+    armed: Armed,
+    *,
+    now_ms: int,
+    horizon_ms: int,
+    refill: bool = True,
+    limit: int = MAX_RUNS_PER_FIRING,
 ) -> Handoff:
-    """Hand over the runs due by ``now_ms + horizon_ms`` (at most ``limit``), after
-    the missed ones the catch-up policy keeps; arm the next."""
+    """Hand over the runs due by ``now_ms + horizon_ms`` and, with ``refill``, the
+    :func:`refill_ms` after it (at most ``limit``), after the missed ones the catch-up
+    policy keeps; arm the next."""
     schedule = armed.schedule
     if schedule.paused or armed.next_run_ms is None:
         return Handoff(armed, [], 0)
@@ -195,7 +211,8 @@ def hand_off(
     if armed.next_run_ms < now_ms:
         chosen, skipped = catch_up(schedule, first_ms=armed.next_run_ms, now_ms=now_ms)
         upcoming = next_run(schedule, now_ms - 1)
-    while upcoming is not None and upcoming <= now_ms + horizon_ms and len(chosen) < limit:
+    until_ms = now_ms + horizon_ms + (refill_ms(horizon_ms) if refill else 0)
+    while upcoming is not None and upcoming <= until_ms and len(chosen) < limit:
         chosen.append(upcoming)
         upcoming = next_run(schedule, upcoming)
     if schedule.max_runs is not None and armed.runs + len(chosen) >= schedule.max_runs:
