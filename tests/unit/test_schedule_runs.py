@@ -4,6 +4,7 @@ cancel."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -29,7 +30,12 @@ def every(period_ms: int, **options: Any) -> Schedule:
 def test_a_new_schedule_starts_after_the_batch_that_reads_it() -> None:
     armed = runs.arm(every(1_000), "v1", T0 + 500)
     assert armed.next_run_ms == T0 + 1_000
-    assert runs.fire_at_ms(armed, HORIZON_MS) == T0 + 1_000 - HORIZON_MS
+    # A horizon before it, or up to half a horizon sooner, at the schedule's phase.
+    deadline_ms, cycle_ms = T0 + 1_000 - HORIZON_MS, runs.refill_ms(HORIZON_MS)
+    at_ms = runs.fire_at_ms(armed, HORIZON_MS)
+    assert at_ms is not None
+    assert deadline_ms - cycle_ms < at_ms <= deadline_ms
+    assert at_ms % cycle_ms == runs.phase_ms(armed.schedule, cycle_ms)
 
 
 def test_a_firing_hands_over_every_run_within_the_horizon_and_arms_the_next() -> None:
@@ -65,8 +71,28 @@ def test_a_frequent_schedule_fires_once_per_half_horizon_and_keeps_a_horizon_han
         assert fire_at_ms is not None
         now_ms = fire_at_ms
     assert handed == list(range(T0 + 1_000, handed[-1] + 1, 1_000))
-    # Ten minutes of runs every second, in a firing per half a horizon (and the first).
-    assert len(firings) == 600_000 // (runs.refill_ms(HORIZON_MS) + 1_000) + 1
+    # Ten minutes of runs every second, in a firing per half a horizon, each at the
+    # schedule's phase, after the first.
+    cycle_ms = runs.refill_ms(HORIZON_MS)
+    assert {b - a for a, b in itertools.pairwise(firings[1:])} == {cycle_ms}
+    assert {at % cycle_ms for at in firings[1:]} == {runs.phase_ms(armed.schedule, cycle_ms)}
+
+
+def test_schedules_fire_at_phases_spread_over_half_a_horizon() -> None:
+    cycle_ms = runs.refill_ms(HORIZON_MS)
+    # Crons due at the same second 0: each fires at its own phase before its deadline.
+    fire_times = []
+    for n in range(200):
+        cron = parse_cron(f"{n % 60} * * * *", "UTC")
+        schedule = Schedule.create("t", f"cron-{n}", b"x", cron, limits=Limits())
+        armed = runs.arm(schedule, "v1", T0)
+        assert armed.next_run_ms is not None
+        at_ms = runs.fire_at_ms(armed, HORIZON_MS)
+        assert at_ms is not None
+        assert armed.next_run_ms - HORIZON_MS - cycle_ms < at_ms <= armed.next_run_ms - HORIZON_MS
+        fire_times.append(at_ms % 1_000)
+    # Spread over the cycle, not at the second's start.
+    assert len(set(fire_times)) > 150
 
 
 def test_upcoming_runs_are_those_of_a_schedule_put_then() -> None:

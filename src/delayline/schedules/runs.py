@@ -11,11 +11,12 @@ touches nothing else. The rules:
   makes the same id, and the sink writes it once.
 - **One horizon ahead, one run armed.** The wheel holds each schedule's next
   run, not yet handed over (``next_run_ms``); the timer fires ``horizon_ms``
-  before it. Firing hands every run due within the horizon and half a horizon
-  after it (:func:`refill_ms`) to the outbox, as one-shot messages due then
-  would be, and arms the one after: the pump then delivers on time across a
-  restart of Spark shorter than the horizon, and a schedule that runs every
-  second fires once per half a horizon, not at every run.
+  before it, or up to half a horizon sooner (:func:`fire_at_ms`). Firing hands
+  every run due within the horizon and half a horizon after it
+  (:func:`refill_ms`) to the outbox, as one-shot messages due then would be,
+  and arms the one after: the pump then delivers on time across a restart of
+  Spark shorter than the horizon, and a schedule that runs every second fires
+  once per half a horizon, not at every run.
 - **Missed runs** are those the scheduler reaches only after their time
   (delayline was down for longer than the horizon, or the schedule was paused):
   the schedule's catch-up policy (:class:`~delayline.schedules.spec.CatchUp`)
@@ -31,6 +32,7 @@ touches nothing else. The rules:
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -162,13 +164,28 @@ def refill_ms(horizon_ms: int) -> int:
 
 def fire_at_ms(armed: Armed, horizon_ms: int) -> int | None:
     """When the wheel should next look at the schedule (epoch ms): ``horizon_ms``
-    before its next run; once finished, when it is to be forgotten; None while
-    paused."""
+    before its next run, or sooner, at the last instant before that of the
+    schedule's own phase (:func:`phase_ms`) in a cycle of :func:`refill_ms`; once
+    finished, when it is to be forgotten; None while paused.
+
+    The phase spreads firings: schedules put together, or crons due at the same
+    second 0, would otherwise fire in the same batch, and a batch that hands tens
+    of thousands of runs over at once holds the pump back."""
     if armed.next_run_ms is None:
         return forget_at_ms(armed)
     if armed.schedule.paused:
         return None
-    return armed.next_run_ms - horizon_ms
+    deadline_ms = armed.next_run_ms - horizon_ms
+    cycle_ms = refill_ms(horizon_ms)
+    if cycle_ms <= 0:
+        return deadline_ms
+    return deadline_ms - (deadline_ms - phase_ms(armed.schedule, cycle_ms)) % cycle_ms
+
+
+def phase_ms(schedule: Schedule, cycle_ms: int) -> int:
+    """The schedule's phase in a cycle of ``cycle_ms`` (ms, from 0 to cycle_ms - 1): a
+    hash of its address, the same in every process."""
+    return zlib.crc32("\0".join(schedule.address).encode()) % cycle_ms
 
 
 def forget_at_ms(armed: Armed) -> int | None:

@@ -2,10 +2,12 @@
 key, or the key's timer fires (see :mod:`delayline.schedules.runs`, which decides).
 
 A key's state is the encoded list of its schedules (:mod:`delayline.schedules.state`);
-its timer fires ``horizon_ms`` before the earliest next run among them, or when a
-finished one is to be forgotten (``runs.FINISHED_RETENTION_MS`` after its last run). Ops are
-applied in the order of their inbound entries, then every schedule hands over
-what is due within the horizon. Runs leave as RUN records (COUNTED_RUN if counted
+its timer fires when the first of them is to fire (:func:`runs.fire_at_ms
+<delayline.schedules.runs.fire_at_ms>`: ``horizon_ms`` before its next run, or up
+to half a horizon sooner, at its phase), or when a finished one is to be forgotten
+(``runs.FINISHED_RETENTION_MS`` after its last run). Ops are applied in the order of
+their inbound entries, then every schedule hands over what is due within the
+horizon and half a horizon more. Runs leave as RUN records (COUNTED_RUN if counted
 ahead in the forecast), the runs a change cancels as REVOKE records, and the
 changes of the forecast's counts of runs ahead as FORECAST records, for the sink.
 """
