@@ -13,6 +13,7 @@ from delayline import Client, SchedulerError
 from delayline.listing import ListRequest, PendingMessage
 from delayline.model import Cancel, Message
 from delayline.redis import keys
+from delayline.redis.store import DeliveryStore
 from delayline.scheduler.jobs.state_scan import inbound_row, listed, unsettled
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import now_ms
@@ -63,6 +64,11 @@ def test_a_failed_scan_and_a_missing_scheduler_are_clear_errors(
     raw_redis.delete(keys.HEARTBEAT)
     with pytest.raises(SchedulerError, match="no scheduler is running against this Redis"):
         client.cancel_key("orders", "42")
+    # A scheduler whose query has just started beats before its first batch completes
+    # (with a backlog, tens of seconds): it is taken to be running, and asked.
+    DeliveryStore.from_url(redis_url).record_started()
+    with pytest.raises(SchedulerError, match="is `delayline run` running against this Redis"):
+        client.list_pending()
     with pytest.raises(ValueError, match="limit must be 1 to 10,000"):
         client.list_pending(limit=0)
 

@@ -322,6 +322,13 @@ class DeliveryStore(RedisConnection):
 
     # -- the heartbeat ------------------------------------------------------------------------
 
+    def record_started(self) -> None:
+        """Beat once the query runs, before its first batch completes: with a backlog
+        that batch takes tens of seconds, and a listing or a new group asks whether a
+        scheduler beat lately (plans/observing.py)."""
+        command = ("HSET", keys.HEARTBEAT, "updated_at_ms", now_ms())
+        self.execute([command], action="record the heartbeat", transaction=False, errors_ok=False)
+
     def record_batches(self, query_id: str, batches: Sequence[tuple[int, int, int]]) -> None:
         """Record completed batches, each (batch_id, batch_at_ms, duration_ms), and beat."""
         batch_id, batch_at_ms, duration_ms = batches[-1]

@@ -16,7 +16,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from delayline.errors import DelaylineError, FencedError, SchedulerError
+from delayline.errors import ConnectError, DelaylineError, FencedError, SchedulerError
 from delayline.kafka.target import target_url
 from delayline.redis import keys
 from delayline.redis.inbound import InboundStream
@@ -154,6 +154,9 @@ class Scheduler:
             self._listings.start()
         except (PySparkException, Py4JError) as exc:
             raise SchedulerError(f"the scheduler query did not start: {exc}") from exc
+        # Redis away now: the first batch's beat records it instead.
+        with contextlib.suppress(ConnectError):
+            self._store.record_started()
 
     def _wait_prepared(self) -> None:
         """Block until the pumps' preparation has run (however long Redis takes to
