@@ -106,7 +106,7 @@ def lane_waits(name: str, *, now_ms: int) -> Plan[bool]:
         alive = updated is not None and now_ms - int(updated) <= _ALIVE_MS
         return alive and not pumped
 
-    commands = [("HEXISTS", keys.GROUP_LANES, name), ("HGET", keys.HEARTBEAT, "updated_at_ms")]
+    commands = [("HEXISTS", keys.GROUP_LANES, name), ("HGET", keys.HEARTBEAT, keys.BEAT_FIELD)]
     return Plan(commands, parse, "read whether a group's lane is pumped")
 
 

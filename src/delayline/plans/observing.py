@@ -65,7 +65,7 @@ class Metrics:
     @property
     def last_batch_age_ms(self) -> int | None:
         """How long ago the scheduler last reported a completed batch; None if never."""
-        updated = self.heartbeat.get("updated_at_ms")
+        updated = self.heartbeat.get(keys.BEAT_FIELD)
         return None if updated is None else self.read_at_ms - int(updated)
 
     def to_json(self) -> dict[str, object]:
@@ -334,7 +334,7 @@ def request_listing(listing_id: str, request: ListRequest, *, now_ms: int) -> Pl
             )
         return Plan(commands, lambda _: None, "ask for a listing", transaction=True)
 
-    return Plan([("HGET", keys.HEARTBEAT, "updated_at_ms")], ask, "ask for a listing")
+    return Plan([("HGET", keys.HEARTBEAT, keys.BEAT_FIELD)], ask, "ask for a listing")
 
 
 def listing_status(listing_id: str) -> Plan[ListingStatus]:

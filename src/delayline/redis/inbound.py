@@ -129,7 +129,7 @@ class InboundStream(RedisConnection):
         self._call(
             "record the heartbeat",
             lambda: self._node(keys.HEARTBEAT).hset(
-                keys.HEARTBEAT, mapping={"settled_at_ms": at_ms, "updated_at_ms": now_ms()}
+                keys.HEARTBEAT, mapping={"settled_at_ms": at_ms, keys.BEAT_FIELD: now_ms()}
             ),
         )
 

@@ -19,6 +19,8 @@ INBOUND = "delayline:inbound"
 #: Scheduler liveness (hash): query_id, batch_id, last_batch_at_ms, last_batch_ms,
 #: updated_at_ms, and settled_at_ms (when the source last found nothing to do).
 HEARTBEAT = "delayline:heartbeat"
+#: HEARTBEAT's field that every beat sets (epoch ms): how liveness is told.
+BEAT_FIELD = "updated_at_ms"
 #: What the running scheduler tells producers (hash): ``horizon_ms``, ``inbound_shards``,
 #: ``layout_shards`` (the shard count the delivery keys are laid out for) and
 #: SHARD_HISTORY (every count they have been laid out for).

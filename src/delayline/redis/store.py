@@ -326,7 +326,7 @@ class DeliveryStore(RedisConnection):
         """Beat once the query runs, before its first batch completes: with a backlog
         that batch takes tens of seconds, and a listing or a new group asks whether a
         scheduler beat lately (plans/observing.py)."""
-        command = ("HSET", keys.HEARTBEAT, "updated_at_ms", now_ms())
+        command = ("HSET", keys.HEARTBEAT, keys.BEAT_FIELD, now_ms())
         self.execute([command], action="record the heartbeat", transaction=False, errors_ok=False)
 
     def record_batches(self, query_id: str, batches: Sequence[tuple[int, int, int]]) -> None:
@@ -336,7 +336,7 @@ class DeliveryStore(RedisConnection):
             (
                 *("HSET", keys.HEARTBEAT, "query_id", query_id, "batch_id", batch_id),
                 *("last_batch_at_ms", batch_at_ms, "last_batch_ms", duration_ms),
-                *("updated_at_ms", now_ms()),
+                *(keys.BEAT_FIELD, now_ms()),
             )
         ]
         for _, _, each_ms in batches:
