@@ -76,12 +76,12 @@ PUMP_PARTS = (
     ("lateness count", "for _, bound in ipairs(bounds) do", "for _, bound in ipairs({}) do"),
     (
         "delivery (read and remove only)",
-        "deliver_or_hold(id, tonumber(due[2 * i]), outbox_decode(id, entries[i]))",
+        "deliver_or_hold(id, tonumber(taken[2 * i]), outbox_decode(id, entries[i]))",
         "outbox_decode(id, entries[i])",
     ),
     (
         "read (remove only)",
-        "deliver_or_hold(id, tonumber(due[2 * i]), outbox_decode(id, entries[i]))",
+        "deliver_or_hold(id, tonumber(taken[2 * i]), outbox_decode(id, entries[i]))",
         "",
     ),
 )

@@ -212,8 +212,9 @@ def by_instant(runs: Records) -> dict[str, Any]:
     """The lateness of ``runs`` by the instant (ms) they are due at: how many instants,
     how many had a run later than LATE_MS, percentiles of each instant's latest
     run, the most runs due at one instant, and how many instants had more than one
-    pump call moves (PUMP_BATCH): the runs past the first PUMP_BATCH wait for the
-    next call. (The runs of one call share their topic entries' ms.)"""
+    pump call moves (PUMP_BATCH): they are split evenly over the calls they need,
+    and each call after the first waits for the one before it. (The runs of one
+    call share their topic entries' ms.)"""
     if len(runs) == 0:
         return {"count": 0, "late": 0, "worst_p50": None, "worst_p99": None,
                 "most_runs": 0, "over_pump_batch": 0}  # fmt: skip

@@ -90,3 +90,19 @@ def test_one_call_delivers_skips_drops_and_rejects_each_message_once(
         assert int(raw_redis.hget(journal, delivered) or 0) >= due_ms
     assert raw_redis.ttl(journal) > 0
     assert raw_redis.zcard(keys.OUTBOX) == raw_redis.hlen(keys.OUTBOX_DATA) == 0
+
+
+def test_more_due_than_a_call_takes_go_evenly_over_the_calls_they_need(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    # 250 due at one ms with at most 100 a call: three calls, of 84, 83 and 83
+    # (not 100, 100 and 50), so that the second call starts a third of the way in.
+    sent, due_ms = send_due_soon(redis_url, ["orders"] * 250)
+    wait_for(lambda: now_ms() > due_ms, 5, "the messages to be due", interval_s=0.01)
+    store = DeliveryStore.from_url(redis_url)
+    assert [store.pump(100, 60).moved for _ in range(4)] == [84, 83, 83, 0]
+    assert sorted(f[b"id"].decode() for _, f in raw_redis.xrange("orders")) == sorted(sent)
+    # At most the cap still: a call never takes more than it is given.
+    sent, due_ms = send_due_soon(redis_url, ["orders"] * 100)
+    wait_for(lambda: now_ms() > due_ms, 5, "the messages to be due", interval_s=0.01)
+    assert [store.pump(100, 60).moved for _ in range(2)] == [100, 0]

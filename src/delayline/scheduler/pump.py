@@ -24,7 +24,8 @@ from delayline.scheduler.background import Background
 from delayline.scheduler.settings import SchedulerSettings
 from delayline.timing import HORIZON_MS, now_ms
 
-#: Most messages one pump call moves.
+#: Most messages one pump call moves. More due at once go evenly over the calls
+#: they need (lua/pump.lua): 1,030 as 515 and 515, not 1,000 and 30.
 PUMP_BATCH = 1_000
 #: Longest nap on the bell (s). An entry due later than this (plus the guard) is
 #: seen at the next call anyway, so only entries due sooner ring (BELL_WITHIN_MS).
