@@ -27,6 +27,7 @@ from tests.support.harness import (
     stats_of,
     wait_for,
 )
+from tests.support.processes import session_nice
 
 pytestmark = pytest.mark.spark
 
@@ -89,6 +90,8 @@ def test_exactly_once_on_a_standalone_cluster_that_loses_a_worker(
         jvms += [child for jvm in jvms for child in jvm.children() if child.name() == "java"]
         assert len(jvms) == 3 + 2, "a Master, two Workers, an executor on each"
         assert {jvm.nice() for jvm in jvms} == {os.nice(0) + SPARK_NICENESS}
+        # And their sessions as wholes, where the kernel ranks sessions as groups.
+        assert {session_nice(jvm.pid) for jvm in jvms} == {SPARK_NICENESS}
         workload = send_workload(
             own_redis.url, total=600, max_delay_ms=20_000, burst=100, malformed=5, inbound_shards=2
         )

@@ -17,6 +17,7 @@ from delayline import Client
 from delayline.scheduler.runtime.session import SPARK_NICENESS, TRIM_NATIVE_HEAP_INTERVAL_MS
 from delayline.testing import free_port
 from tests.support.harness import SchedulerProcess, wait_for
+from tests.support.processes import session_nice
 
 pytestmark = pytest.mark.spark
 
@@ -88,6 +89,11 @@ def test_run_delivers_and_stops_cleanly_on_ctrl_c(data_dir: Path) -> None:
         workers = [nice for name, nice in niceness.values() if name.startswith("python")]
         assert workers
         assert set(workers) == {SPARK_NICENESS}
+        # And the JVM's session as a whole, where the kernel ranks sessions as groups.
+        [jvm] = [pid for pid, (name, _) in niceness.items() if name == "java"]
+        [server] = [pid for pid, (name, _) in niceness.items() if "valkey" in name]
+        assert session_nice(jvm) == SPARK_NICENESS
+        assert session_nice(server) == session_nice(service.process.pid) == 0
         # A right-sized JVM, and task workers forked from a daemon that preloaded them.
         commands = [arguments(p) for p in family]
         [java] = [args for args in commands if args and Path(args[0]).name == "java"]

@@ -1,5 +1,6 @@
 """The processes a test started: is one alive, which carry a tag, kill them and their
-groups. The root conftest uses them to catch leaks; the harness, to clean up."""
+groups, their session's nice value. The root conftest uses them to catch leaks; the
+harness, to clean up."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Iterable
+from pathlib import Path
 
 import psutil
 
@@ -19,6 +21,13 @@ def alive(process: psutil.Process) -> bool:
         return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def session_nice(pid: int | str) -> int:
+    """The nice value of the session (autogroup) that process ``pid`` is in ("self":
+    this one's), as the kernel ranks sessions (delayline/scheduler/runtime/priority.py)."""
+    # The file reads "/autogroup-<id> nice <n>".
+    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
 
 
 def tagged_processes(variable: str, value: str) -> list[psutil.Process]:

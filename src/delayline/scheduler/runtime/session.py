@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from delayline.lifetime import die_with_parent
 from delayline.scheduler.runtime.java import check_java
-from delayline.scheduler.runtime.priority import SPARK_NICENESS
+from delayline.scheduler.runtime.priority import SPARK_NICENESS, lower_session
 from delayline.scheduler.settings import SchedulerSettings
 
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -228,8 +228,9 @@ def _configured(
 
 def yield_cpu_to_the_fine_wheel(spark: SparkSession) -> None:
     """Lower the CPU priority of the local Spark JVM, every thread of it, and so the
-    Python workers it starts later (they inherit it): see priority.py. Linux
-    only (``/proc``); elsewhere, and for a JVM already gone, nothing changes.
+    Python workers it starts later (they inherit it), and of the session it leads:
+    see priority.py. Linux only (``/proc``); elsewhere, and for a JVM already
+    gone, nothing changes.
     """
     gateway = getattr(spark.sparkContext, "_gateway", None)
     process = getattr(gateway, "proc", None)
@@ -239,3 +240,4 @@ def yield_cpu_to_the_fine_wheel(spark: SparkSession) -> None:
     for thread in threads.iterdir() if threads.is_dir() else []:
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             os.setpriority(os.PRIO_PROCESS, int(thread.name), SPARK_NICENESS)
+    lower_session(process.pid, SPARK_NICENESS)

@@ -30,7 +30,7 @@ from typing import Any
 
 from delayline.errors import ClusterError
 from delayline.scheduler.runtime.java import check_java
-from delayline.scheduler.runtime.priority import SPARK_NICENESS, lower_to
+from delayline.scheduler.runtime.priority import SPARK_NICENESS, lower_session, lower_to
 
 #: Marks the processes of one cluster: its directory, resolved.
 TAG_VARIABLE = "DELAYLINE_CLUSTER"
@@ -195,7 +195,7 @@ def _start(
     niceness: int,
 ) -> int:
     """Start ``spark-class <command> <options>`` in a session of its own, ``niceness``
-    nicer; its pid (spark-class execs the JVM, so it is the JVM's)."""
+    nicer and its session too; its pid (spark-class execs the JVM, so it is the JVM's)."""
     with open(directory / "logs" / f"{name}.log", "ab") as log:
         process = subprocess.Popen(
             [str(home / "bin" / "spark-class"), *command, *options],
@@ -206,6 +206,7 @@ def _start(
             start_new_session=True,
             preexec_fn=functools.partial(lower_to, niceness),
         )
+    lower_session(process.pid, niceness)
     return process.pid
 
 
