@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from delayline.redis import keys
-from delayline.redis.inbound import InboundStream
+from delayline.redis.inbound import LAST_ID_PAGE, InboundStream
 from delayline.testing import wait_for
 from delayline.timing import now_ms
 
@@ -69,6 +69,32 @@ def test_planning_through_a_backlog_does_not_grow_redis_lua_heap(
         assert inbound.last_id_within("0-0", 15_000) not in (None, first, last)
     grown = int(raw_redis.info("memory")["used_memory_lua"]) - lua_before
     assert grown < 1_000_000, f"Redis's Lua heap grew by {grown} bytes"
+
+
+def test_a_look_through_a_backlog_copies_a_page_of_entries_a_call(
+    inbound: InboundStream, raw_redis: redis.Redis
+) -> None:
+    # A call holds Redis for its whole copy, while due messages wait for the pump:
+    # 50,000 entries in one call held it 0.3 s.
+    pipe = raw_redis.pipeline(transaction=False)
+    for n in range(2 * LAST_ID_PAGE + LAST_ID_PAGE // 2):
+        pipe.xadd(keys.INBOUND, {b"n": str(n).encode()})
+    ids = [entry_id.decode() for entry_id in pipe.execute()]
+
+    def copies() -> int:
+        return int(raw_redis.info("commandstats").get("cmdstat_xrange", {}).get("calls", 0))
+
+    before = copies()
+    assert inbound.last_id_within("0-0", 2 * LAST_ID_PAGE + 10) == ids[2 * LAST_ID_PAGE + 9]
+    assert copies() - before == 3, "two whole pages and a part of one, a call each"
+    # Exactly two pages.
+    assert inbound.last_id_within("0-0", 2 * LAST_ID_PAGE) == ids[2 * LAST_ID_PAGE - 1]
+    # Fewer follow than asked, ending within a page, and at a page's end.
+    assert inbound.last_id_within(ids[LAST_ID_PAGE], 2 * LAST_ID_PAGE) == ids[-1]
+    half = LAST_ID_PAGE // 2
+    assert inbound.last_id_within(ids[half - 1], 2 * LAST_ID_PAGE + 10) == ids[-1]
+    # None follows the newest.
+    assert inbound.last_id_within(ids[-1], 10) is None
 
 
 def test_the_pause_gate_holds_until_the_flag_is_gone(

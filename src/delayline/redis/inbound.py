@@ -20,6 +20,9 @@ from delayline.timing import now_ms
 
 #: An entry as redis-py returns it for a client without decode_responses.
 StreamEntry = tuple[bytes, dict[bytes, bytes]]
+#: Most entries one call copies into Lua to find a batch's end (lua/last_id_within.lua):
+#: a call holds Redis for its copy, a few ms for a thousand.
+LAST_ID_PAGE = 1_000
 
 
 class InboundStream(RedisConnection):
@@ -33,13 +36,25 @@ class InboundStream(RedisConnection):
     ) -> str | None:
         """The id of the ``max_rows``-th entry after ``after_id``, or the newest one.
 
-        The newest may be ``after_id`` itself or older; None if the stream is empty.
+        The newest may be ``after_id`` itself or older; None if the stream is empty
+        or, on a backlog, if none follows ``after_id``. On a backlog each call copies
+        LAST_ID_PAGE entries at most, so that the pump's calls go between them.
         """
         script = scripts.LAST_ID_WITHIN
-        entry_id = self._script(
-            "read the inbound stream", script, script.keys(inbound=stream), [after_id, max_rows]
-        )
-        return entry_id.decode() if entry_id else None
+        cursor, left = after_id, max_rows
+        while True:
+            page = min(left, LAST_ID_PAGE)
+            entry_id, ended = self._script(
+                "read the inbound stream",
+                script,
+                script.keys(inbound=stream),
+                [cursor, left, page],
+            )
+            if ended:
+                if entry_id is not None:
+                    return cast(bytes, entry_id).decode()
+                return None if cursor == after_id else cursor
+            cursor, left = cast(bytes, entry_id).decode(), left - page
 
     def last_id(self, *, stream: str = keys.INBOUND) -> str | None:
         """The id of the newest entry, or None if the stream is empty."""
