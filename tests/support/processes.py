@@ -23,11 +23,22 @@ def alive(process: psutil.Process) -> bool:
         return False
 
 
-def session_nice(pid: int | str) -> int:
+def session_nice(pid: int | str) -> int | None:
     """The nice value of the session (autogroup) that process ``pid`` is in ("self":
-    this one's), as the kernel ranks sessions (delayline/scheduler/runtime/priority.py)."""
-    # The file reads "/autogroup-<id> nice <n>".
-    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    this one's), as the kernel ranks sessions (delayline/scheduler/runtime/priority.py);
+    None for a process in no autogroup (see :func:`autogroup_nice`)."""
+    return autogroup_nice(Path(f"/proc/{pid}/autogroup").read_text())
+
+
+def autogroup_nice(text: str) -> int | None:
+    """The nice value in the text of a ``/proc/<pid>/autogroup`` file.
+
+    It reads "/autogroup-<id> nice <n>", or nothing at all for a process in the
+    kernel's root group: one whose session began before autogroups, as PID 1's
+    does and, in a container, everything that never called setsid(2).
+    """
+    fields = text.split()
+    return int(fields[-1]) if fields else None
 
 
 def tagged_processes(variable: str, value: str) -> list[psutil.Process]:
