@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from delayline.redis import keys
-from delayline.redis.inbound import LAST_ID_PAGE, BatchEnd, InboundStream
+from delayline.redis.inbound import LAST_ID_PAGE, InboundStream
 from delayline.testing import wait_for
 from delayline.timing import now_ms
 
@@ -39,15 +39,15 @@ def test_ingest_counts_are_added_once_per_batch(
 
 def test_inbound_offsets_reads_and_trim(inbound: InboundStream, raw_redis: redis.Redis) -> None:
     assert inbound.last_id() is None
-    assert inbound.last_id_within("0-0", 10) == BatchEnd(None, capped=False)
+    assert inbound.last_id_within("0-0", 10) is None
     entry_ids = [raw_redis.xadd(keys.INBOUND, {b"n": str(n).encode()}).decode() for n in range(5)]
     assert inbound.last_id() == entry_ids[-1]
-    assert inbound.last_id_within("0-0", 3) == BatchEnd(entry_ids[2], capped=True)
-    assert inbound.last_id_within(entry_ids[2], 100) == BatchEnd(entry_ids[4], capped=False)
+    assert inbound.last_id_within("0-0", 3) == entry_ids[2]
+    assert inbound.last_id_within(entry_ids[2], 100) == entry_ids[4]
     # More entries than asked for: counted from after_id, not from the stream's start.
-    assert inbound.last_id_within(entry_ids[1], 2) == BatchEnd(entry_ids[3], capped=True)
+    assert inbound.last_id_within(entry_ids[1], 2) == entry_ids[3]
     # Nothing after after_id: the newest, which the source compares with its offset.
-    assert inbound.last_id_within(entry_ids[4], 100) == BatchEnd(entry_ids[4], capped=False)
+    assert inbound.last_id_within(entry_ids[4], 100) == entry_ids[4]
     read = list(inbound.read(entry_ids[0], entry_ids[3], page_size=2))
     assert [entry_id for entry_id, _ in read] == entry_ids[1:4]
     assert read[0][1] == {b"n": b"1"}
@@ -66,7 +66,7 @@ def test_planning_through_a_backlog_does_not_grow_redis_lua_heap(
     first, *_, last = (entry_id.decode() for entry_id in pipe.execute())
     lua_before = int(raw_redis.info("memory")["used_memory_lua"])
     for _ in range(20):
-        assert inbound.last_id_within("0-0", 15_000).entry_id not in (None, first, last)
+        assert inbound.last_id_within("0-0", 15_000) not in (None, first, last)
     grown = int(raw_redis.info("memory")["used_memory_lua"]) - lua_before
     assert grown < 1_000_000, f"Redis's Lua heap grew by {grown} bytes"
 
@@ -85,20 +85,16 @@ def test_a_look_through_a_backlog_copies_a_page_of_entries_a_call(
         return int(raw_redis.info("commandstats").get("cmdstat_xrange", {}).get("calls", 0))
 
     before = copies()
-    end = inbound.last_id_within("0-0", 2 * LAST_ID_PAGE + 10)
-    assert end == BatchEnd(ids[2 * LAST_ID_PAGE + 9], capped=True)
+    assert inbound.last_id_within("0-0", 2 * LAST_ID_PAGE + 10) == ids[2 * LAST_ID_PAGE + 9]
     assert copies() - before == 3, "two whole pages and a part of one, a call each"
     # Exactly two pages.
-    end = inbound.last_id_within("0-0", 2 * LAST_ID_PAGE)
-    assert end == BatchEnd(ids[2 * LAST_ID_PAGE - 1], capped=True)
+    assert inbound.last_id_within("0-0", 2 * LAST_ID_PAGE) == ids[2 * LAST_ID_PAGE - 1]
     # Fewer follow than asked, ending within a page, and at a page's end.
-    end = inbound.last_id_within(ids[LAST_ID_PAGE], 2 * LAST_ID_PAGE)
-    assert end == BatchEnd(ids[-1], capped=False)
+    assert inbound.last_id_within(ids[LAST_ID_PAGE], 2 * LAST_ID_PAGE) == ids[-1]
     half = LAST_ID_PAGE // 2
-    end = inbound.last_id_within(ids[half - 1], 2 * LAST_ID_PAGE + 10)
-    assert end == BatchEnd(ids[-1], capped=False)
+    assert inbound.last_id_within(ids[half - 1], 2 * LAST_ID_PAGE + 10) == ids[-1]
     # None follows the newest.
-    assert inbound.last_id_within(ids[-1], 10) == BatchEnd(None, capped=False)
+    assert inbound.last_id_within(ids[-1], 10) is None
 
 
 def test_the_pause_gate_holds_until_the_flag_is_gone(

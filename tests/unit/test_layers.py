@@ -15,11 +15,7 @@ import delayline
 from delayline.cli.options import SERVER_MODULES
 
 #: The scheduler's pure modules: ``delayline run --help`` shows the settings.
-SCHEDULER_PURE = (
-    "delayline.scheduler.settings",
-    "delayline.scheduler.runtime.quiet",
-    "delayline.scheduler.pipeline.admission",
-)
+SCHEDULER_PURE = ("delayline.scheduler.settings", "delayline.scheduler.runtime.quiet")
 #: The pure core: the message model, validation, ids, time and wheel math, the
 #: sans-IO plans, the rows the sink hands to Redis. No I/O library, no server part.
 PURE_CORE = (

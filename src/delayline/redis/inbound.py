@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from delayline.redis import keys, scripts
 from delayline.redis.connection import RedisConnection
@@ -25,15 +25,6 @@ StreamEntry = tuple[bytes, dict[bytes, bytes]]
 LAST_ID_PAGE = 1_000
 
 
-class BatchEnd(NamedTuple):
-    """Where a batch of an inbound stream ends (InboundStream.last_id_within)."""
-
-    #: The batch's last entry (None: no entry follows the batch's start).
-    entry_id: str | None
-    #: Whether the cap stopped the batch there, with entries after it.
-    capped: bool
-
-
 class InboundStream(RedisConnection):
     """The inbound streams as the scheduler's source reads them (``stream``: which
     one, ``delayline:inbound`` unless said), and what goes with them."""
@@ -42,9 +33,8 @@ class InboundStream(RedisConnection):
 
     def last_id_within(
         self, after_id: str, max_rows: int, *, stream: str = keys.INBOUND
-    ) -> BatchEnd:
-        """The id of the ``max_rows``-th entry after ``after_id``, or the newest one,
-        and whether entries after it were left (``capped``).
+    ) -> str | None:
+        """The id of the ``max_rows``-th entry after ``after_id``, or the newest one.
 
         The newest may be ``after_id`` itself or older; None if the stream is empty
         or, on a backlog, if none follows ``after_id``. On a backlog each call copies
@@ -54,7 +44,7 @@ class InboundStream(RedisConnection):
         cursor, left = after_id, max_rows
         while True:
             page = min(left, LAST_ID_PAGE)
-            entry_id, ended, capped = self._script(
+            entry_id, ended = self._script(
                 "read the inbound stream",
                 script,
                 script.keys(inbound=stream),
@@ -62,8 +52,8 @@ class InboundStream(RedisConnection):
             )
             if ended:
                 if entry_id is not None:
-                    return BatchEnd(cast(bytes, entry_id).decode(), bool(capped))
-                return BatchEnd(None if cursor == after_id else cursor, False)
+                    return cast(bytes, entry_id).decode()
+                return None if cursor == after_id else cursor
             cursor, left = cast(bytes, entry_id).decode(), left - page
 
     def last_id(self, *, stream: str = keys.INBOUND) -> str | None:

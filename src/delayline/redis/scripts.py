@@ -128,8 +128,7 @@ def by_sha(sha: str | bytes) -> Script | None:
 
 #: The count-th inbound entry's id after a given one, a page of entries a call
 #: (lua/last_id_within.lua). ARGV: after id, count, page. Replies [entry id or nil,
-#: 1 if the look ends there, 0 if it goes on from that id, 1 if it ended at the
-#: count-th entry].
+#: 1 if the look ends there, 0 if it goes on from that id].
 LAST_ID_WITHIN = Script("last_id_within.lua", ("inbound",))
 #: Add a batch's ingest counts once (lua/count_ingest.lua); ARGV: :func:`ingest_args`.
 COUNT_INGEST = Script("count_ingest.lua", ("ingest_marker", "stats", "namespace"))

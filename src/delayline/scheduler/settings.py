@@ -140,11 +140,6 @@ class SchedulerSettings:
         60_000, "Longest time without a batch when idle, ms (each costs about a CPU-second)."
     )
     max_batch_rows: int = option(50_000, "Inbound records per batch at most.")
-    batch_target_ms: int = option(
-        2_000,
-        "How long a batch should take, ms: after a batch the cap bound, the next admits "
-        "fewer inbound records if it took longer, more if less (1,000 to --max-batch-rows).",
-    )
     source_partitions: int = option(2, "Partitions an inbound batch is read in.")
     inbound_shards: int = option(
         1,
@@ -206,7 +201,6 @@ class SchedulerSettings:
             "state_partitions",
             "trigger_ms",
             "max_batch_rows",
-            "batch_target_ms",
             "source_partitions",
             "inbound_shards",
             "idle_batch_ms",

@@ -3,8 +3,6 @@
 - :mod:`.query` — assembles and starts the query (the only importer of the source).
 - :mod:`.source` — the Spark source: plans batches over the inbound feeds (Redis
   streams, Kafka partitions), reads them, trims them once committed.
-- :mod:`.admission` — how many records the source lets into a batch: a cap that
-  follows the batches' time.
 - :mod:`.feeds` — the feeds' offset fields and stream entry ids (``id_order``).
 - :mod:`.records` — an inbound record -> (wheel key, packed record), or a reject.
 - :mod:`.handoff` — sorts a read range (:func:`~.handoff.sort_inbound`: near or

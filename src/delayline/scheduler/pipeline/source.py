@@ -7,12 +7,10 @@ one per inbound stream: ``id`` for ``delayline:inbound`` and, with inbound shard
 stream is read in ``source_partitions`` ranges, each shard's stream in one.
 With ``--kafka``, each partition of the Kafka inbound topic is one more feed,
 ``kafka:<topic>:<partition>``, whose offsets are Kafka's (``[start, end)``).
-Admission control caps a batch's records, shared evenly by the feeds: at
-``max_batch_rows`` (``ReadMaxRows``) at most, and lower while the batches the cap
-bound took longer than ``batch_target_ms`` (:mod:`.admission`). Once Spark
-commits a batch, its ranges are trimmed from the streams (and committed to the
-Kafka group), so Redis memory does not grow with the number of pending
-messages: they live in the scheduler's state.
+Admission control caps a batch at ``max_batch_rows`` (``ReadMaxRows``), shared
+evenly by the feeds. Once Spark commits a batch, its ranges are trimmed from
+the streams (and committed to the Kafka group), so Redis memory does not grow
+with the number of pending messages: they live in the scheduler's state.
 
 The offset changes, and so a batch runs, only for new input, a new run, a state
 timer that is due (the processor records each timer it sets in Redis), or
@@ -36,7 +34,6 @@ from delayline.errors import ConfigurationError, TransportError
 from delayline.kafka.inbound import PLANNING_TIMEOUT_S, KafkaInbound
 from delayline.redis import keys
 from delayline.scheduler.pipeline import schemas
-from delayline.scheduler.pipeline.admission import Admission
 from delayline.scheduler.pipeline.clients import inbound_for, kafka_inbound_for, store_for
 from delayline.scheduler.pipeline.feeds import (
     MAX_SEQ,
@@ -112,9 +109,6 @@ class InboundReader(DataSourceStreamReader):
         self._kafka_committed: dict[int, int] = {}
         # (monotonic s) Until then the brokers are taken as away: see _kafka_ends.
         self._kafka_away_until = 0.0
-        self._admission = Admission(settings.max_batch_rows, settings.batch_target_ms)
-        # (monotonic s, capped) of the batch planned last, until the next is asked for.
-        self._planned: tuple[float, bool] | None = None
 
     def _kafka(self) -> KafkaInbound | None:
         settings = self._settings
@@ -138,13 +132,6 @@ class InboundReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
         inbound = inbound_for(self._settings.redis_url)
-        if self._planned is not None:
-            # Asked again once the batch planned last has run (on the same thread).
-            planned_at, capped = self._planned
-            self._admission.observe((time.monotonic() - planned_at) * 1000, capped)
-            self._planned = None
-        if isinstance(limit, ReadMaxRows):
-            limit = ReadMaxRows(min(limit.max_rows, self._admission.rows))
         # Called on the stream thread before each batch is planned: holding here
         # lets the driver stop between batches, with none half done.
         inbound.hold_while_paused(self._run_token)
@@ -153,22 +140,19 @@ class InboundReader(DataSourceStreamReader):
         # A checkpoint from before a stream was read starts it at the beginning.
         begun = {field: start.get(field, START_ID) for field, _ in self._streams}
         ends = {}
-        capped = False
         for field, stream in self._streams:
             if isinstance(limit, ReadMaxRows):
                 share = max(1, limit.max_rows // len(self._streams))
-                last, capped_here = inbound.last_id_within(begun[field], share, stream=stream)
-                capped = capped or capped_here
+                last = inbound.last_id_within(begun[field], share, stream=stream)
             else:  # ReadAllAvailable: the engine asks for everything, whatever our default
                 last = inbound.last_id(stream=stream)
             if last is None or id_order(last) <= id_order(begun[field]):
                 last = begun[field]
             ends[field] = last
         if self._kafka() is not None:
-            kafka_begun, kafka_ends, kafka_capped = self._kafka_ends(start, limit)
+            kafka_begun, kafka_ends = self._kafka_ends(start, limit)
             begun.update(kafka_begun)
             ends.update(kafka_ends)
-            capped = capped or kafka_capped
         now = now_ms()
         ticked_ms = int(start.get("tick", 0))
         # Asked before every batch, busy or idle: it also forgets the wakeups the last
@@ -189,7 +173,6 @@ class InboundReader(DataSourceStreamReader):
         ):
             # Spark stamps the batch after this call: every timer due by now fires.
             # Fields of feeds not read now (a Kafka topic of an earlier run) are kept.
-            self._planned = (time.monotonic(), capped)
             return {**start, **ends, "run": self._run_token, "tick": str(now)}
         # Spark commits a source range only when it plans the next batch, and an idle
         # query plans none; the batch that ended at ``start`` is committed by now.
@@ -199,16 +182,15 @@ class InboundReader(DataSourceStreamReader):
 
     def _kafka_ends(
         self, start: Mapping[str, str], limit: ReadLimit
-    ) -> tuple[dict[str, str], dict[str, str], bool]:
-        """(begun, ends, capped: whether the limit left records) of the Kafka topic's
-        partitions; with the brokers away, nothing new (the Redis feeds and the timers
-        go on)."""
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(begun, ends) of the Kafka topic's partitions; with the brokers away, nothing
+        new (the Redis feeds and the timers go on)."""
         topic = self._kafka()
         assert topic is not None
         prefix = kafka_prefix(topic.topic)
         known = {f: at for f, at in start.items() if f.startswith(prefix)}
         if time.monotonic() < self._kafka_away_until:
-            return known, known, False
+            return known, known
         try:
             partitions = topic.partitions(PLANNING_TIMEOUT_S)
             latest = topic.ends(partitions, PLANNING_TIMEOUT_S)
@@ -216,20 +198,19 @@ class InboundReader(DataSourceStreamReader):
             # Asked again after a pause, so that an outage does not slow every batch.
             self._kafka_away_until = time.monotonic() + KAFKA_RETRY_S
             log.warning("the Kafka inbound topic is not read for %g s: %s", KAFKA_RETRY_S, exc)
-            return known, known, False
+            return known, known
         feeds = len(self._streams) + len(partitions)
         begun: dict[str, str] = {}
         ends: dict[str, str] = {}
-        capped = False
         for partition in partitions:
             field = f"{prefix}{partition}"
             # A partition new to the checkpoint starts at its first record.
             first = int(start.get(field, 0))
             last = max(first, latest[partition])
-            if isinstance(limit, ReadMaxRows) and last - first > limit.max_rows // feeds:
-                last, capped = first + max(1, limit.max_rows // feeds), True
+            if isinstance(limit, ReadMaxRows):
+                last = min(last, first + max(1, limit.max_rows // feeds))
             begun[field], ends[field] = str(first), str(last)
-        return begun, ends, capped
+        return begun, ends
 
     def partitions(
         self, start: dict[str, str], end: dict[str, str]
