@@ -10,6 +10,7 @@ import redis
 
 from delayline.redis import keys
 from delayline.redis.inbound import LAST_ID_PAGE, InboundStream
+from delayline.schedules.ops import OP_SCHEDULE, SCHEDULE_WEIGHT
 from delayline.testing import wait_for
 from delayline.timing import now_ms
 
@@ -95,6 +96,34 @@ def test_a_look_through_a_backlog_copies_a_page_of_entries_a_call(
     assert inbound.last_id_within(ids[half - 1], 2 * LAST_ID_PAGE + 10) == ids[-1]
     # None follows the newest.
     assert inbound.last_id_within(ids[-1], 10) is None
+
+
+def test_a_schedule_record_weighs_more_against_a_batch(
+    inbound: InboundStream, raw_redis: redis.Redis
+) -> None:
+    # A new schedule costs a batch about ten times a send: counted alike, 50,000 of
+    # them made a batch of 32 s.
+    assert SCHEDULE_WEIGHT == 10
+    kinds = [b"send", b"send", OP_SCHEDULE, b"cancel", OP_SCHEDULE, OP_SCHEDULE, b"send"]
+    ids = [raw_redis.xadd(keys.INBOUND, {b"v": b"1", b"op": op}).decode() for op in kinds]
+    assert inbound.last_id_within("0-0", 12) == ids[2], "1 + 1 + 10"
+    assert inbound.last_id_within("0-0", 11) == ids[1], "the schedule would overspend"
+    assert inbound.last_id_within(ids[2], 5) == ids[3]
+    # A look takes its first record whatever it weighs, or a batch could never end.
+    assert inbound.last_id_within(ids[3], 5) == ids[4]
+    # All of it fits (7 records weigh 70 at most): the newest, without a look.
+    assert inbound.last_id_within("0-0", 70) == ids[-1]
+
+
+def test_a_look_through_schedules_goes_on_by_weight_across_pages(
+    inbound: InboundStream, raw_redis: redis.Redis
+) -> None:
+    pipe = raw_redis.pipeline(transaction=False)
+    for _ in range(LAST_ID_PAGE + 5):
+        pipe.xadd(keys.INBOUND, {b"v": b"1", b"op": OP_SCHEDULE})
+    ids = [entry_id.decode() for entry_id in pipe.execute()]
+    budget = SCHEDULE_WEIGHT * (LAST_ID_PAGE + 2)
+    assert inbound.last_id_within("0-0", budget) == ids[LAST_ID_PAGE + 1]
 
 
 def test_the_pause_gate_holds_until_the_flag_is_gone(

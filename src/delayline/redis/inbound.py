@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from delayline.redis import keys, scripts
 from delayline.redis.connection import RedisConnection
+from delayline.schedules.ops import SCHEDULE_WEIGHT
 from delayline.timing import now_ms
 
 #: An entry as redis-py returns it for a client without decode_responses.
@@ -34,7 +35,9 @@ class InboundStream(RedisConnection):
     def last_id_within(
         self, after_id: str, max_rows: int, *, stream: str = keys.INBOUND
     ) -> str | None:
-        """The id of the ``max_rows``-th entry after ``after_id``, or the newest one.
+        """The id where a batch of ``max_rows`` after ``after_id`` ends, each record
+        weighing 1 and a schedule's SCHEDULE_WEIGHT (the first record is taken
+        whatever it weighs), or the newest one if less follows.
 
         The newest may be ``after_id`` itself or older; None if the stream is empty
         or, on a backlog, if none follows ``after_id``. On a backlog each call copies
@@ -43,18 +46,17 @@ class InboundStream(RedisConnection):
         script = scripts.LAST_ID_WITHIN
         cursor, left = after_id, max_rows
         while True:
-            page = min(left, LAST_ID_PAGE)
-            entry_id, ended = self._script(
+            entry_id, ended, spent = self._script(
                 "read the inbound stream",
                 script,
                 script.keys(inbound=stream),
-                [cursor, left, page],
+                [cursor, left, LAST_ID_PAGE, SCHEDULE_WEIGHT],
             )
             if ended:
                 if entry_id is not None:
                     return cast(bytes, entry_id).decode()
                 return None if cursor == after_id else cursor
-            cursor, left = cast(bytes, entry_id).decode(), left - page
+            cursor, left = cast(bytes, entry_id).decode(), left - int(spent)
 
     def last_id(self, *, stream: str = keys.INBOUND) -> str | None:
         """The id of the newest entry, or None if the stream is empty."""

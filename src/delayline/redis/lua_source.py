@@ -18,6 +18,7 @@ from delayline import forecast, history, limits
 from delayline.errors import DelaylineError
 from delayline.metrics import BUCKETS_MS, SUM_FIELD
 from delayline.redis import keys
+from delayline.schedules import ops
 
 #: An entry due within this many ms of being put rings the pump's bell (see pump.py).
 BELL_WITHIN_MS = 1_500
@@ -54,6 +55,10 @@ FORECAST_SECONDS = keys.FORECAST_SECONDS_SUFFIX.encode()
 #: below the shard's fence (lua/fence.lua); redis/store.py raises FencedError for it.
 FENCED_MARK = b"DELAYLINE_FENCED"
 
+#: The ``op`` of a schedule's inbound record (owned by delayline/schedules/ops.py),
+#: which weighs more against a batch's cap (lua/last_id_within.lua).
+OP_SCHEDULE_MARK = ops.OP_SCHEDULE
+
 #: Each marker by its ${NAME} in the Lua files.
 MARKERS: Mapping[str, bytes] = {
     "CANCELLED": CANCELLED_MARK,
@@ -65,6 +70,7 @@ MARKERS: Mapping[str, bytes] = {
     "FORECAST_UNKNOWN": FORECAST_UNKNOWN,
     "FORECAST_SECONDS": FORECAST_SECONDS,
     "FENCED": FENCED_MARK,
+    "OP_SCHEDULE": OP_SCHEDULE_MARK,
 }
 
 #: What each ``${NAME}`` in the Lua files stands for.

@@ -126,9 +126,10 @@ def by_sha(sha: str | bytes) -> Script | None:
 # forecast in lua/forecast.lua) from ``ns``, the namespace: each shard script takes it
 # as its last key and sets ``ns`` before its includes. So they share the shard's slot.
 
-#: The count-th inbound entry's id after a given one, a page of entries a call
-#: (lua/last_id_within.lua). ARGV: after id, count, page. Replies [entry id or nil,
-#: 1 if the look ends there, 0 if it goes on from that id].
+#: The inbound entry's id after a given one where a batch of a given weight ends, a
+#: page of entries a call (lua/last_id_within.lua). ARGV: after id, budget, page, a
+#: schedule record's weight. Replies [entry id or nil, 1 if the look ends there, 0
+#: if it goes on from that id, the weight taken].
 LAST_ID_WITHIN = Script("last_id_within.lua", ("inbound",))
 #: Add a batch's ingest counts once (lua/count_ingest.lua); ARGV: :func:`ingest_args`.
 COUNT_INGEST = Script("count_ingest.lua", ("ingest_marker", "stats", "namespace"))

@@ -28,6 +28,7 @@ from delayline.retention import (
     DEFAULT_MAX_LEN,
     RetentionPolicy,
 )
+from delayline.schedules.ops import SCHEDULE_WEIGHT
 from delayline.timing import HORIZON_MS, LEASE_TTL_MS, MAX_SHARDS, Wheel
 from delayline.validation import Limits
 
@@ -139,7 +140,10 @@ class SchedulerSettings:
     idle_batch_ms: int = option(
         60_000, "Longest time without a batch when idle, ms (each costs about a CPU-second)."
     )
-    max_batch_rows: int = option(50_000, "Inbound records per batch at most.")
+    max_batch_rows: int = option(
+        50_000,
+        f"Inbound records per batch at most (a schedule's record counts as {SCHEDULE_WEIGHT}).",
+    )
     source_partitions: int = option(2, "Partitions an inbound batch is read in.")
     inbound_shards: int = option(
         1,
