@@ -7,11 +7,11 @@ one per inbound stream: ``id`` for ``delayline:inbound`` and, with inbound shard
 stream is read in ``source_partitions`` ranges, each shard's stream in one.
 With ``--kafka``, each partition of the Kafka inbound topic is one more feed,
 ``kafka:<topic>:<partition>``, whose offsets are Kafka's (``[start, end)``).
-Admission control caps a batch at ``max_batch_rows`` (``ReadMaxRows``; a schedule's
-record counts as many as SCHEDULE_WEIGHT in a Redis stream), shared
-evenly by the feeds. Once Spark commits a batch, its ranges are trimmed from
-the streams (and committed to the Kafka group), so Redis memory does not grow
-with the number of pending messages: they live in the scheduler's state.
+Admission control caps a batch at ``max_batch_rows`` (``ReadMaxRows``), shared
+evenly by the feeds; in a Redis stream a schedule's record counts as
+``SCHEDULE_WEIGHT`` records. Once Spark commits a batch, its ranges are trimmed
+from the streams (and committed to the Kafka group), so Redis memory does not
+grow with the number of pending messages: they live in the scheduler's state.
 
 The offset changes, and so a batch runs, only for new input, a new run, a state
 timer that is due (the processor records each timer it sets in Redis), or
