@@ -106,3 +106,36 @@ def test_more_due_than_a_call_takes_go_evenly_over_the_calls_they_need(
     sent, due_ms = send_due_soon(redis_url, ["orders"] * 100)
     wait_for(lambda: now_ms() > due_ms, 5, "the messages to be due", interval_s=0.01)
     assert [store.pump(100, 60).moved for _ in range(2)] == [100, 0]
+
+
+def test_a_herd_goes_in_one_round_trip_of_the_calls_it_needs(
+    redis_url: str, raw_redis: redis.Redis
+) -> None:
+    sent, due_ms = send_due_soon(redis_url, ["orders"] * 250)
+    store = DeliveryStore.from_url(redis_url)
+    # Before it is due, a call says how many are due when, to Redis's µs: from a
+    # clock read after this one's, not from its whole ms, which is up to 1 ms more.
+    store.pump(100, 60)  # the connection made and the script loaded: timed below, a call
+    for _ in range(5):
+        before_ms = raw_redis_ms(raw_redis)
+        ahead = store.pump(100, 60)
+        after_ms = raw_redis_ms(raw_redis)
+        assert (ahead.moved, ahead.next_due_ms, ahead.due_by_next) == (0, due_ms, 250)
+        assert ahead.due_in_ms is not None
+        assert due_ms - after_ms <= ahead.due_in_ms <= due_ms - before_ms
+    wait_for(lambda: now_ms() > due_ms, 5, "the messages to be due", interval_s=0.01)
+    scripts_before = int(raw_redis.info("commandstats")["cmdstat_evalsha"]["calls"])
+    # Three calls sent together: 84, 83 and 83 (each splits what is due in its turn).
+    result = store.pump(100, 60, calls=3)
+    assert int(raw_redis.info("commandstats")["cmdstat_evalsha"]["calls"]) - scripts_before == 3
+    assert (result.moved, result.next_due_ms, result.due_in_ms) == (250, None, None)
+    assert sorted(f[b"id"].decode() for _, f in raw_redis.xrange("orders")) == sorted(sent)
+    # More calls than are needed move nothing more, and deliver nothing twice.
+    assert store.pump(100, 60, calls=2).moved == 0
+    assert raw_redis.xlen("orders") == 250
+
+
+def raw_redis_ms(raw: redis.Redis) -> float:
+    """Redis's clock now, in ms with its µs."""
+    seconds, micros = raw.time()
+    return seconds * 1000 + micros / 1000

@@ -275,11 +275,22 @@ class RedisConnection:
         """The reply of one ``script`` call, as :func:`run_commands` makes it (on the
         server of its keys), retried within patience. Raises TransportError: "cannot
         <action>: ..."."""
-        command = script.command(script_keys, args)
+        return self._script_calls(action, script, script_keys, args, 1)[0]
 
-        def call() -> Any:
-            [reply] = run_commands(self._router, [command], transaction=False, errors_ok=False)
-            return reply
+    def _script_calls(
+        self,
+        action: str,
+        script: scripts.Script,
+        script_keys: Sequence[str],
+        args: Sequence[Any],
+        calls: int,
+    ) -> list[Any]:
+        """The replies of ``calls`` identical ``script`` calls sent in one round trip,
+        which the server runs one after the other; as :meth:`_script` otherwise."""
+        commands = [script.command(script_keys, args)] * calls
+
+        def call() -> list[Any]:
+            return run_commands(self._router, commands, transaction=False, errors_ok=False)
 
         return self._call(action, call)
 

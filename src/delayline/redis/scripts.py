@@ -280,21 +280,30 @@ PUMP = Script(
 
 @dataclass(frozen=True, slots=True)
 class PumpResult:
-    """One pump call: how many it moved, Redis's time, the next due time (or None), and
-    how many entries wait in the shard's ready stream (see ``DeliveryStore.flush_ready``)."""
+    """Pump calls made in one round trip: how many messages they moved, and what the
+    last one saw: Redis's time, the next due time (or None), how many entries wait in
+    the shard's ready stream (see ``DeliveryStore.flush_ready``), how long until the
+    next due time by Redis's clock to the µs (ms; 0 or less: due now), and how many
+    messages are due by then."""
 
     moved: int
     now_ms: int
     next_due_ms: int | None
     ready: int = 0
+    due_in_ms: float | None = None
+    due_by_next: int = 0
 
 
-def pump_result(reply: Sequence[Any]) -> PumpResult:
-    """PUMP's reply."""
-    moved, now_ms, next_due, ready = reply
+def pump_result(replies: Sequence[Sequence[Any]]) -> PumpResult:
+    """The replies of PUMP calls made one after the other, as one result."""
+    _, now_ms, next_due, ready, now_us_past, due_by_next = replies[-1]
+    moved = sum(int(reply[0]) for reply in replies)
     # A held message's score has a fraction (lua/pump.lua): it is due at the next ms.
     next_due_ms = math.ceil(float(next_due))
-    return PumpResult(int(moved), int(now_ms), None if next_due_ms < 0 else next_due_ms, int(ready))
+    if next_due_ms < 0:
+        return PumpResult(moved, int(now_ms), None, int(ready))
+    due_in_ms = next_due_ms - int(now_ms) - int(now_us_past) / 1000
+    return PumpResult(moved, int(now_ms), next_due_ms, int(ready), due_in_ms, int(due_by_next))
 
 
 #: Trim a topic stream's head (lua/trim_topic.lua); ARGV: :func:`trim_args`, reply: :func:`trimmed`.

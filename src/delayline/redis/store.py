@@ -69,12 +69,17 @@ class DeliveryStore(RedisConnection):
         return self._groups
 
     def _fenced_script(
-        self, action: str, script: scripts.Script, script_keys: Sequence[str], args: Sequence[Any]
-    ) -> Any:
-        """:meth:`_script`, raising FencedError if the shard's fence is above the token
-        (lua/fence.lua): the call wrote nothing."""
+        self,
+        action: str,
+        script: scripts.Script,
+        script_keys: Sequence[str],
+        args: Sequence[Any],
+        calls: int = 1,
+    ) -> list[Any]:
+        """:meth:`_script_calls`, raising FencedError if the shard's fence is above the
+        token (lua/fence.lua): the calls wrote nothing."""
         try:
-            return self._script(action, script, script_keys, args)
+            return self._script_calls(action, script, script_keys, args, calls)
         except TransportError as exc:
             cause = exc.__cause__
             # A pipelined call's error is prefixed with the command redis-py sent.
@@ -155,7 +160,7 @@ class DeliveryStore(RedisConnection):
         )
         marker = shard.sink_marker(query_id, partition, stage)
         # Safe to retry: the marker makes a chunk that did land write nothing again.
-        counts = self._fenced_script(
+        [counts] = self._fenced_script(
             "write deliveries",
             scripts.WRITE_CHUNK,
             scripts.WRITE_CHUNK.keys(shard, marker=marker),
@@ -172,18 +177,22 @@ class DeliveryStore(RedisConnection):
         *,
         shard: keys.ShardKeys = keys.UNSHARDED,
         horizon_ms: int = HORIZON_MS,
+        calls: int = 1,
     ) -> PumpResult:
         """Deliver up to ``max_messages`` due messages from ``shard``'s outbox (by Redis's
-        clock). A reschedule's new message due within ``horizon_ms`` goes back to the
-        outbox, and a later one to the inbound stream. Raises TransportError, or
-        FencedError if another scheduler took the shard over."""
-        reply = self._fenced_script(
+        clock), ``calls`` times in one round trip: a herd that needs several calls then
+        waits for none of the pump's round trips between them. A reschedule's new
+        message due within ``horizon_ms`` goes back to the outbox, and a later one to
+        the inbound stream. Raises TransportError, or FencedError if another scheduler
+        took the shard over (the calls then wrote nothing)."""
+        replies = self._fenced_script(
             "deliver from the outbox",
             scripts.PUMP,
             scripts.PUMP.keys(shard),
             [max_messages, journal_ttl_s, horizon_ms, self.fence_token],
+            calls,
         )
-        return scripts.pump_result(reply)
+        return scripts.pump_result(replies)
 
     def flush_ready(
         self, shard: keys.ShardKeys, journal_ttl_s: int, max_entries: int = 1_000

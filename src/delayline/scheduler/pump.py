@@ -6,14 +6,17 @@ thread moves each one to its topic when Redis's clock reaches it, with one Lua
 script call at a time (atomic: a message is delivered once, even with several
 pumps). The outbox holds about rate times the horizon messages.
 
-It does not poll. Within GUARD_MS of the next due entry it sleeps until then;
-otherwise it blocks on the outbox's bell, which every put of an entry due
-within BELL_WITHIN_MS rings, for at most MAX_NAP_S. An idle pump makes one call
-a second. With Redis shards, each shard's outbox has a pump of its own.
+It does not poll. Within GUARD_MS of the next due entry it sleeps until then,
+to the µs of Redis's clock, and then sends as many calls as the entries due by
+then need (up to MAX_HERD_CALLS) in one round trip; otherwise it blocks on the
+outbox's bell, which every put of an entry due within BELL_WITHIN_MS rings, for
+at most MAX_NAP_S. An idle pump makes one call a second. With Redis shards, each
+shard's outbox has a pump of its own.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from delayline.errors import DelaylineError, TransportError
@@ -27,6 +30,11 @@ from delayline.timing import HORIZON_MS, now_ms
 #: Most messages one pump call moves. More due at once go evenly over the calls
 #: they need (lua/pump.lua): 1,030 as 515 and 515, not 1,000 and 30.
 PUMP_BATCH = 1_000
+#: Most pump calls sent in one round trip, for a herd due at once that needs
+#: several: Redis runs each right after the one before, not a round trip later.
+#: A larger backlog goes over several round trips, so that other clients get
+#: their turn between them.
+MAX_HERD_CALLS = 4
 #: Longest nap on the bell (s). An entry due later than this (plus the guard) is
 #: seen at the next call anyway, so only entries due sooner ring (BELL_WITHIN_MS).
 MAX_NAP_S = 1.0
@@ -92,6 +100,7 @@ class Pump(Background):
         store.fence_token = self._fence_token
         flusher: KafkaFlusher | None = None
         prepared = False
+        calls = 1
         try:
             while not self._stop.is_set():
                 try:
@@ -105,11 +114,13 @@ class Pump(Background):
                             # recovered) before the first message is due.
                             flusher.flush(store, self._shard, self._journal_ttl_s)
                         prepared = True
+                    sent_s = time.monotonic()
                     result = store.pump(
                         PUMP_BATCH,
                         self._journal_ttl_s,
                         shard=self._shard,
                         horizon_ms=self._horizon_ms,
+                        calls=calls,
                     )
                 except TransportError as exc:
                     # Redis is away: keep trying; the outbox is durable there.
@@ -120,6 +131,7 @@ class Pump(Background):
                     self.failure = exc
                     return
                 self.last_error = None
+                calls = herd_calls(result.due_by_next)
                 if flusher is not None and (result.ready or flusher.busy()):
                     # Topics outside Redis: the flusher writes what this call and the
                     # sink readied, each topic on its own (kafka/flushing.py).
@@ -146,14 +158,17 @@ class Pump(Background):
                         self.failure = exc
                         return
                     continue
-                if result.moved >= PUMP_BATCH:
-                    continue
-                gap_ms = None if result.next_due_ms is None else result.next_due_ms - result.now_ms
+                gap_ms = result.due_in_ms
+                if gap_ms is not None and gap_ms <= 0:
+                    continue  # more due already
                 if flusher is not None and (wake_ms := flusher.wake_in_ms(now_ms())) is not None:
                     # Held messages' topics may be tried again then.
                     gap_ms = wake_ms if gap_ms is None else min(gap_ms, wake_ms)
                 if gap_ms is not None and gap_ms <= GUARD_MS:
-                    self._stop.wait(max(gap_ms, 0) / 1000)
+                    # From the call's sending: Redis read its clock after that, so the
+                    # next call goes on the due µs or just before it (and then moves
+                    # nothing and says how long is left), not most of a ms after.
+                    self._stop.wait(max(0.0, sent_s + gap_ms / 1000 - time.monotonic()))
                     continue
                 # Nothing due soon: block until an entry due soon rings, or the nap ends.
                 nap_s = MAX_NAP_S if gap_ms is None else min(MAX_NAP_S, (gap_ms - GUARD_MS) / 1000)
@@ -166,3 +181,9 @@ class Pump(Background):
             if flusher is not None:
                 flusher.close()
             store.close()
+
+
+def herd_calls(due: int) -> int:
+    """How many pump calls to send in one round trip for ``due`` messages due at once:
+    as many as they need at PUMP_BATCH a call, 1 to MAX_HERD_CALLS."""
+    return min(MAX_HERD_CALLS, max(1, -(-due // PUMP_BATCH)))

@@ -14,7 +14,9 @@
 -- KEYS: outbox, outbox data, stats, lateness, rejects, outbox bell, inbound, namespace.
 -- ARGV: max messages, journal ttl s, horizon ms, fencing token (fence.lua).
 -- Returns {moved or held, now_ms, next due ms or -1 (perhaps with a fraction: round
--- it up), entries in the shard's ready stream}.
+-- it up), entries in the shard's ready stream, µs past now_ms, messages due by the
+-- next due ms (0 if none): so that the pump wakes on the µs, with as many calls as
+-- they need in one round trip}.
 
 local ns = KEYS[8]
 --! include fence.lua
@@ -79,6 +81,8 @@ if #held > 0 then redis.call('ZADD', KEYS[1], unpack(held)) end
 flush_slots()
 d.flush_counts(KEYS[3], KEYS[4])
 local next_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local due_by_next = 0
+if next_due[2] then due_by_next = redis.call('ZCOUNT', KEYS[1], '-inf', next_due[2]) end
 local ready = 0
 if d.ready_key ~= '' then ready = redis.call('XLEN', d.ready_key) end
-return {#due_ids, d.now, next_due[2] or '-1', ready}
+return {#due_ids, d.now, next_due[2] or '-1', ready, d.now_us_past, due_by_next}

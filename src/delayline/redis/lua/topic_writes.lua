@@ -291,7 +291,9 @@ local function topic_writes(ctx)
     end
     if wrote then redis.call('EXPIREAT', history, (minute + 1) * 60 + ${HISTORY_TTL_S}) end
   end
-  d.now_ms, d.now, d.counts, d.ready_key = now_ms, now, counts, ready_key
+  -- The µs past now_ms, for a caller that times its next call to the µs.
+  d.now_ms, d.now, d.now_us_past = now_ms, now, tonumber(t[2]) % 1000
+  d.counts, d.ready_key = counts, ready_key
   d.add_reject, d.count_delivered, d.reject_undelivered = add_reject, count_delivered,
     reject_undelivered
   d.inbound_send, d.drop, d.deliver_or_drop = inbound_send, drop, deliver_or_drop
