@@ -15,6 +15,8 @@
 local pending_deltas = {}
 local pending_minutes = {}
 local pending_last_second, pending_keys = nil, nil
+-- Each topic's field name, made once a call: the pump counts a thousand messages.
+local pending_topic_fields = {}
 local function pending_change(due, topic, d_topic, d_unknown, d_second)
   local second = math.floor(tonumber(due) / 1000)
   if second ~= pending_last_second then
@@ -36,7 +38,11 @@ local function pending_change(due, topic, d_topic, d_unknown, d_second)
     pending_deltas[k[2]] = seconds
   end
   if d_topic ~= 0 then
-    local name = '${FORECAST_TOPIC}' .. topic
+    local name = pending_topic_fields[topic]
+    if not name then
+      name = '${FORECAST_TOPIC}' .. topic
+      pending_topic_fields[topic] = name
+    end
     fields[name] = (fields[name] or 0) + d_topic
   end
   if d_unknown ~= 0 then fields['${FORECAST_UNKNOWN}'] = (fields['${FORECAST_UNKNOWN}'] or 0) + d_unknown end

@@ -33,10 +33,17 @@ local taken = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', d.now, 'WITHSCORES', 
 -- message: the entries, and whether each is journalled already (its journal is
 -- the one its due time names, as for almost every entry; journal_put asks for
 -- the rest itself).
+-- A call's messages mostly share their due ms, and so its journal key: worked
+-- out once for each run of equal scores.
 local due_ids, by_journal = {}, {}
+local last_score, journal
 for i = 1, #taken, 2 do
-  local id, journal = taken[i], journal_of(taken[i + 1])
-  due_ids[#due_ids + 1] = id
+  local id = taken[i]
+  if taken[i + 1] ~= last_score then
+    last_score = taken[i + 1]
+    journal = journal_of(last_score)
+  end
+  due_ids[(i + 1) / 2] = id
   local ids = by_journal[journal] or {}
   by_journal[journal] = ids
   ids[#ids + 1] = id
@@ -44,7 +51,7 @@ end
 for journal, ids in pairs(by_journal) do d.look_up_journal(journal, ids) end
 local entries = #due_ids > 0 and redis.call('HMGET', KEYS[2], unpack(due_ids)) or {}
 -- held: score, id, ... to put back; gone: the ids whose entries go.
-local held, gone = {}, {}
+local held, gone, gone_n = {}, {}, 0
 -- The forecast counts a held message at the time it is held until.
 local function deliver_or_hold(id, score, topic, body, key, headers, due, attempt, journal, cancels)
   if score == math.floor(score) and topic_limit(topic) and not d.cancel_requested(cancels, id) then
@@ -57,7 +64,8 @@ local function deliver_or_hold(id, score, topic, body, key, headers, due, attemp
       return
     end
   end
-  gone[#gone + 1] = id
+  gone_n = gone_n + 1
+  gone[gone_n] = id
   d.deliver_or_drop(id, d.counted_at(score), topic, body, key, headers, due, attempt, journal,
     cancels)
 end
@@ -65,7 +73,8 @@ for i, id in ipairs(due_ids) do
   if entries[i] then
     deliver_or_hold(id, tonumber(taken[2 * i]), outbox_decode(id, entries[i]))
   else
-    gone[#gone + 1] = id
+    gone_n = gone_n + 1
+    gone[gone_n] = id
   end
 end
 if d.placed_in_outbox then
@@ -76,7 +85,7 @@ elseif #due_ids > 0 then
   -- than looking each one up again.
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #due_ids - 1)
 end
-if #gone > 0 then redis.call('HDEL', KEYS[2], unpack(gone)) end
+if gone_n > 0 then redis.call('HDEL', KEYS[2], unpack(gone)) end
 if #held > 0 then redis.call('ZADD', KEYS[1], unpack(held)) end
 flush_slots()
 d.flush_counts(KEYS[3], KEYS[4])
