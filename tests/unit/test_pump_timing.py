@@ -37,7 +37,8 @@ def test_calls_made_in_one_round_trip_add_their_moves_and_tell_the_last_state() 
         (PUMP_BATCH, 1),
         (PUMP_BATCH + 1, 2),
         (1_030, 2),
-        (3 * PUMP_BATCH, 3),
+        (2 * PUMP_BATCH, 2),
+        (2 * PUMP_BATCH + 1, MAX_HERD_CALLS),
         (100 * PUMP_BATCH, MAX_HERD_CALLS),
     ],
 )

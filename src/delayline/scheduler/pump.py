@@ -32,9 +32,9 @@ from delayline.timing import HORIZON_MS, now_ms
 PUMP_BATCH = 1_000
 #: Most pump calls sent in one round trip, for a herd due at once that needs
 #: several: Redis runs each right after the one before, not a round trip later.
-#: A larger backlog goes over several round trips, so that other clients get
-#: their turn between them.
-MAX_HERD_CALLS = 4
+#: Other clients wait for the whole round trip, so a larger herd or a backlog
+#: goes over several, and they get their turn between them.
+MAX_HERD_CALLS = 2
 #: Longest nap on the bell (s). An entry due later than this (plus the guard) is
 #: seen at the next call anyway, so only entries due sooner ring (BELL_WITHIN_MS).
 MAX_NAP_S = 1.0
