@@ -171,6 +171,8 @@ class Pump(Background):
                     self._stop.wait(max(0.0, sent_s + gap_ms / 1000 - time.monotonic()))
                     continue
                 # Nothing due soon: block until an entry due soon rings, or the nap ends.
+                # The call after a nap comes before the herd is due, and only says when.
+                calls = 1
                 nap_s = MAX_NAP_S if gap_ms is None else min(MAX_NAP_S, (gap_ms - GUARD_MS) / 1000)
                 try:
                     store.wait_for_bell(nap_s, shard=self._shard)
